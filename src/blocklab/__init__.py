@@ -1,0 +1,1 @@
+"""blocklab: ablate a small character-level Transformer's block and see what each ingredient does."""

@@ -1,0 +1,182 @@
+"""`params.yaml`: one typed schema, validated once, with errors a person can act on.
+
+An ablation is a named entry of shared settings and a dict of variants; a variant is a small
+override. What a run trains with is, field by field: the variant's value, else the ablation's,
+else `defaults`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    ValidationError,
+    create_model,
+)
+
+from blocklab.errors import BlocklabError
+from blocklab.model import ModelConfig
+from blocklab.training import TrainConfig
+
+PARAMS_FILE = "params.yaml"
+
+
+class ParamsError(BlocklabError):
+    """A mistake in params.yaml, worded for the person who made it."""
+
+
+def _override_of(cls: type) -> type[BaseModel]:
+    """A model with every field of `cls` optional: what a partial override may name."""
+    infos = {f.name: cls.__pydantic_fields__[f.name] for f in fields(cls)}
+    constrained = {n: Annotated[i.annotation, *i.metadata] if i.metadata else i.annotation for n, i in infos.items()}
+    optional = {name: (Optional[annotation], None) for name, annotation in constrained.items()}
+    return create_model(f"{cls.__name__}Override", __config__=ConfigDict(extra="forbid"), **optional)
+
+
+ModelOverride = _override_of(ModelConfig)
+TrainOverride = _override_of(TrainConfig)
+Seeds = Annotated[list[NonNegativeInt], Field(min_length=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DataParams(_Strict):
+    url: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    val_fraction: float = Field(0.1, gt=0, lt=1)
+
+
+class Defaults(_Strict):
+    model: ModelConfig = ModelConfig()
+    train: TrainConfig = TrainConfig()
+
+
+class Variant(_Strict):
+    model: ModelOverride = ModelOverride()
+    train: TrainOverride = TrainOverride()
+
+
+class Ablation(_Strict):
+    # seeds, model and train are required (`{}` for no override): DVC stages depend on these exact keys.
+    description: str = ""
+    seeds: Seeds
+    model: ModelOverride
+    train: TrainOverride
+    variants: dict[str, Variant] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one (ablation, variant) trains with, fully resolved."""
+
+    ablation: str
+    variant: str
+    model: ModelConfig
+    train: TrainConfig
+    seeds: tuple[int, ...]
+
+    def key(self, seed: int) -> str:
+        return f"{self.ablation}/{self.variant}/seed{seed}"
+
+
+class Params(_Strict):
+    data: DataParams
+    defaults: Defaults = Defaults()
+    ablations: dict[str, Ablation] = Field(min_length=1)
+
+    def spec(self, ablation: str, variant: str) -> RunSpec:
+        if ablation not in self.ablations:
+            raise ParamsError(_unknown("ablation", ablation, self.ablations))
+        abl = self.ablations[ablation]
+        if variant not in abl.variants:
+            raise ParamsError(_unknown(f"variant of ablation '{ablation}'", variant, abl.variants))
+        var = abl.variants[variant]
+        where = f"ablations.{ablation}.variants.{variant}"
+        model = _resolve(self.defaults.model, abl.model, var.model, where)
+        train = _resolve(self.defaults.train, abl.train, var.train, where)
+        return RunSpec(ablation, variant, model, train, tuple(abl.seeds))
+
+    def specs(self) -> list[RunSpec]:
+        return [self.spec(a, v) for a, abl in self.ablations.items() for v in abl.variants]
+
+
+def _resolve(default, ablation: BaseModel, variant: BaseModel, where: str):
+    overrides = {**ablation.model_dump(exclude_none=True), **variant.model_dump(exclude_none=True)}
+    try:
+        return replace(default, **overrides)
+    except ValidationError as err:
+        raise ParamsError(f"{where}: " + "; ".join(_describe(e) for e in err.errors())) from None
+
+
+def _unknown(what: str, name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"unknown {what} '{name}' (known: {', '.join(known)}){hint}"
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    """The keys that may stand where an unknown key `loc` was written."""
+    parent = loc[:-1]
+    model_like = {"model": ModelConfig, "train": TrainConfig}
+    if parent and parent[-1] in model_like:
+        return [f.name for f in fields(model_like[parent[-1]])]
+    if parent == ("data",):
+        return list(DataParams.model_fields)
+    if parent == ("defaults",):
+        return list(Defaults.model_fields)
+    if len(parent) == 2 and parent[0] == "ablations":
+        return list(Ablation.model_fields)
+    if len(parent) == 4 and parent[2] == "variants":
+        return list(Variant.model_fields)
+    if parent == ():
+        return list(Params.model_fields)
+    return []
+
+
+def _describe(error: dict) -> str:
+    loc = tuple(str(p) for p in error["loc"])
+    key = ".".join(loc)
+    if error["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc)
+        close = difflib.get_close_matches(loc[-1], allowed, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return f"unknown key '{key}' (allowed here: {', '.join(allowed)}){hint}"
+    if error["type"] == "missing":
+        return f"'{key}' is required"
+    message = error["msg"].removeprefix("Value error, ")
+    value = error.get("input")
+    return f"'{key}' = {value!r}: {message}" if key else message
+
+
+def parse_params(raw: Any) -> Params:
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        problems = [_describe(e) for e in err.errors()]
+        raise ParamsError(
+            f"params.yaml has {len(problems)} problem{'s' * (len(problems) > 1)}:\n  - " + "\n  - ".join(problems)
+        ) from None
+
+
+def load_params(path: str | Path = PARAMS_FILE) -> Params:
+    """Read and validate params.yaml; every stage calls this before doing any work."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ParamsError(f"{path} not found: run from the repository root or pass --params") from None
+    except yaml.YAMLError as err:
+        raise ParamsError(f"{path} is not valid YAML: {err}") from None
+    params = parse_params(raw)
+    params.specs()  # resolve every variant now, so a bad override is reported before any work
+    return params

@@ -1,0 +1,133 @@
+"""The lesson's TinyLM: a character-level Transformer whose block can be ablated.
+
+Every switch an ablation flips (norm placement, residual, feed-forward width, activation,
+depth) is a field of `ModelConfig` and is read in exactly one place below.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from pydantic import ConfigDict, PositiveInt, model_validator
+from pydantic.dataclasses import dataclass
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class ModelConfig:
+    d_model: PositiveInt = 64
+    n_heads: PositiveInt = 4
+    n_layers: PositiveInt = 6
+    context: PositiveInt = 32
+    ffn_mult: PositiveInt = 4
+    activation: Literal["gelu", "relu"] = "gelu"
+    norm: Literal["pre", "post"] = "pre"
+    residual: bool = True
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> "ModelConfig":
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"n_heads={self.n_heads} must divide d_model={self.d_model} "
+                f"(each head gets d_model / n_heads channels)"
+            )
+        return self
+
+
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        # (B, T, C) -> (B, nh, T, hs)
+        q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.widen = nn.Linear(cfg.d_model, cfg.ffn_mult * cfg.d_model)
+        self.act = ACTIVATIONS[cfg.activation]()
+        self.narrow = nn.Linear(cfg.ffn_mult * cfg.d_model, cfg.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.narrow(self.act(self.widen(x)))
+
+
+class Block(nn.Module):
+    """One Transformer block. Pre-norm: x + f(ln(x)); post-norm: ln(x + f(x)).
+    Without the residual the `x +` is dropped and the sub-layer output is passed on."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        # Creation order (norms, attention, feed-forward) fixes what a seed initialises.
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ffn = FeedForward(cfg)
+        self.pre_norm = cfg.norm == "pre"
+        self.residual = cfg.residual
+
+    def _sublayer(self, x: torch.Tensor, f: nn.Module, norm: nn.Module) -> torch.Tensor:
+        y = f(norm(x)) if self.pre_norm else f(x)
+        if self.residual:
+            y = x + y
+        return y if self.pre_norm else norm(y)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._sublayer(x, self.attn, self.ln1)
+        return self._sublayer(x, self.ffn, self.ln2)
+
+
+class TinyLM(nn.Module):
+    def __init__(self, cfg: ModelConfig, vocab_size: int):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.context, cfg.d_model)
+        self.blocks = nn.Sequential(*(Block(cfg) for _ in range(cfg.n_layers)))
+        # Post-norm blocks already end in a LayerNorm, so only pre-norm gets a final one.
+        self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        self.head = nn.Linear(cfg.d_model, vocab_size)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """(B, T) character ids -> (B, T, V) logits."""
+        T = idx.shape[1]
+        pos = torch.arange(T, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(pos)
+        return self.head(self.ln_f(self.blocks(x)))
+
+
+def build_model(cfg: ModelConfig, vocab_size: int, seed: int) -> TinyLM:
+    """The lesson's seeded construction: the global seed is set immediately before building."""
+    torch.manual_seed(seed)
+    return TinyLM(cfg, vocab_size)
+
+
+def parameter_counts(model: TinyLM) -> dict[str, int]:
+    """Parameters in total and by part: attention, feed-forward, and everything else."""
+    def count(modules) -> int:
+        return sum(p.numel() for m in modules for p in m.parameters())
+
+    blocks = list(model.blocks)
+    total = count([model])
+    attention = count(b.attn for b in blocks)
+    feed_forward = count(b.ffn for b in blocks)
+    return {
+        "total": total,
+        "attention": attention,
+        "feed_forward": feed_forward,
+        "other": total - attention - feed_forward,
+    }

@@ -1,0 +1,50 @@
+"""The files one trained run leaves behind, and reading them back.
+
+    <runs>/<ablation>/<variant>/seed<k>/curve.csv     step, loss, grad_norm, lr, val_loss
+    <runs>/<ablation>/<variant>/seed<k>/metrics.json  final metrics (deterministic)
+    <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds and tokens/s (not deterministic)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from blocklab.training import RunResult
+
+CURVE_COLUMNS = ["step", "loss", "grad_norm", "lr", "val_loss"]
+
+
+def run_dir(variant_dir: Path, seed: int) -> Path:
+    return Path(variant_dir) / f"seed{seed}"
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_run(directory: Path, result: RunResult, tokens_per_step: int) -> None:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(result.curve, columns=CURVE_COLUMNS).to_csv(directory / "curve.csv", index=False)
+    write_json(directory / "metrics.json", result.metrics)
+    steps = result.metrics["steps"]
+    write_json(
+        directory / "timing.json",
+        {"seconds": result.seconds, "tokens_per_second": steps * tokens_per_step / result.seconds},
+    )
+
+
+def read_metrics(directory: Path) -> dict:
+    return json.loads((Path(directory) / "metrics.json").read_text())
+
+
+def read_timing(directory: Path) -> dict:
+    return json.loads((Path(directory) / "timing.json").read_text())
+
+
+def read_curve(directory: Path) -> pd.DataFrame:
+    return pd.read_csv(Path(directory) / "curve.csv")

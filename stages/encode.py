@@ -1,0 +1,24 @@
+"""DVC stage `encode`: character vocabulary, train/validation split, ids in compact binary files."""
+
+from pathlib import Path
+
+import click
+
+from blocklab.config import load_params
+from blocklab.data import encode
+from blocklab.errors import reports_errors
+
+
+@click.command()
+@click.argument("text", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@reports_errors
+def main(text: Path, out_dir: Path, params_file: str) -> None:
+    params = load_params(params_file)
+    meta = encode(text, out_dir, params.data.val_fraction)
+    click.echo(f"{len(meta['chars'])} characters; {meta['n_train']:,} train / {meta['n_val']:,} validation")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Shared fixtures: a throw-away copy of the project, run with the real DVC and the real corpus mirror."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_CORPUS = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+PROJECT_FILES = ["dvc.yaml", "params.yaml", "reference.yaml", "stages", "src", ".dvcignore", "reports/README.md"]
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def small_corpus(path: Path, n_chars: int = 12_000, seed: int = 0) -> Path:
+    """A short UTF-8 text with a vocabulary of 28 characters (not Tiny Shakespeare's 65), some non-ASCII."""
+    rng = random.Random(seed)
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "über", "café"]
+    text = []
+    while sum(map(len, text)) < n_chars:
+        text.append(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))).capitalize() + ".\n")
+    path.write_text("".join(text), encoding="utf-8")
+    return path
+
+
+class Project:
+    """A fresh git + DVC copy of blocklab in a temporary folder, and ways to run commands in it."""
+
+    def __init__(self, root: Path, corpus: Path):
+        self.root = root
+        self.env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "BLOCKLAB_DATA_MIRROR": str(corpus),
+            "DVC_NO_ANALYTICS": "1",
+        }
+
+    def run(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        return result
+
+    @property
+    def params(self) -> dict:
+        return yaml.safe_load((self.root / "params.yaml").read_text())
+
+    @params.setter
+    def params(self, value: dict) -> None:
+        (self.root / "params.yaml").write_text(yaml.safe_dump(value, sort_keys=False))
+
+    def commit(self, message: str = "state") -> None:
+        self.run("git", "add", "-A")
+        self.run("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+
+
+def copy_project(dest: Path, corpus: Path) -> Project:
+    for name in PROJECT_FILES:
+        src = ROOT / name
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, target, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(src, target)
+    (dest / ".gitignore").write_text("/data/\n/reports/*\n!/reports/README.md\n")
+    project = Project(dest, corpus)
+    project.run("git", "init", "-q")
+    project.run("dvc", "init", "-q")
+    return project
+
+
+def shrink(params: dict, corpus: Path, steps: int = 12, n_layers: int = 1) -> dict:
+    """The default plan, made tiny: the small corpus, a few steps, shallow models."""
+    params["data"]["sha256"] = sha256_of(corpus)
+    params["defaults"]["train"].update(eval_interval=5, eval_windows=16, batch_size=8)
+    params["defaults"]["model"].update(context=16)
+    for ablation in params["ablations"].values():
+        ablation["train"]["steps"] = steps
+        ablation["model"]["n_layers"] = n_layers
+    return params
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    return small_corpus(tmp_path / "corpus.txt")
+
+
+@pytest.fixture
+def small_project(tmp_path, corpus) -> Project:
+    """The project on a small corpus with a tiny plan, committed, nothing run yet."""
+    project = copy_project(tmp_path / "project", corpus)
+    project.params = shrink(project.params, corpus)
+    project.commit("small plan")
+    return project

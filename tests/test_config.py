@@ -1,0 +1,52 @@
+import pytest
+
+from blocklab.config import ParamsError, load_params, parse_params
+
+from conftest import ROOT
+
+
+def minimal(**ablation) -> dict:
+    base = {"seeds": [0], "model": {}, "train": {}, "variants": {"v": {}}}
+    return {"data": {"url": "http://x", "sha256": "0" * 64}, "ablations": {"a": {**base, **ablation}}}
+
+
+def test_the_repository_params_resolve_to_the_lessons_settings():
+    params = load_params(ROOT / "params.yaml")
+    post_warmup = params.spec("norm_order", "post_warmup")
+    assert post_warmup.model.norm == "post" and post_warmup.model.n_layers == 6
+    assert post_warmup.train.lr == 1e-2 and post_warmup.train.steps == 250 and post_warmup.train.warmup == 100
+    assert post_warmup.seeds == (0, 1)
+    without = params.spec("residual", "without")
+    assert without.model.residual is False and without.model.norm == "pre"
+    assert without.train.lr == 3e-3 and without.train.steps == 200 and without.seeds == (0,)
+
+
+def test_a_number_that_dvc_wrote_as_a_string_is_read_as_the_number():
+    # `dvc exp run -S ...lr=1e-05` writes 1e-05, which YAML 1.1 readers load as the string '1e-05'.
+    params = parse_params(minimal(train={"lr": "1e-05", "steps": "30"}))
+    spec = params.spec("a", "v")
+    assert spec.train.lr == 1e-05 and spec.train.steps == 30
+
+
+def test_a_variant_overrides_the_ablation_which_overrides_the_defaults():
+    raw = minimal(model={"n_layers": 3}, train={"lr": 0.5})
+    raw["ablations"]["a"]["variants"]["v"] = {"model": {"n_layers": 2}}
+    spec = parse_params(raw).spec("a", "v")
+    assert spec.model.n_layers == 2 and spec.train.lr == 0.5 and spec.model.d_model == 64
+
+
+def test_a_misspelt_key_names_the_key_and_suggests_the_right_one():
+    raw = minimal()
+    raw["ablations"]["a"]["variants"]["v"] = {"model": {"nrom": "post"}}
+    with pytest.raises(ParamsError, match=r"unknown key 'ablations.a.variants.v.model.nrom'.*did you mean 'norm'\?"):
+        parse_params(raw)
+
+
+def test_a_bad_value_names_the_key_the_value_and_what_is_allowed():
+    with pytest.raises(ParamsError, match=r"'ablations.a.model.norm' = 'side': Input should be 'pre' or 'post'"):
+        parse_params(minimal(model={"norm": "side"}))
+
+
+def test_an_unknown_variant_is_named_with_a_suggestion():
+    with pytest.raises(ParamsError, match=r"unknown variant of ablation 'a' 'w'.*known: v"):
+        parse_params(minimal()).spec("a", "w")

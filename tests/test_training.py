@@ -1,0 +1,70 @@
+import pytest
+import torch
+
+from blocklab.errors import BlocklabError
+from blocklab.model import ModelConfig
+from blocklab.training import TrainConfig, learning_rate, train_run, validation_windows
+
+SMALL_MODEL = ModelConfig(d_model=16, n_heads=2, n_layers=1, context=8)
+
+
+def corpus(n: int = 4000, vocab: int = 11):
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(0, vocab, (n,), generator=g), torch.randint(0, vocab, (n // 4,), generator=g), vocab
+
+
+def test_linear_warmup_reaches_the_full_rate_at_the_warmup_step_and_stays():
+    cfg = TrainConfig(lr=1e-2, warmup=100)
+    assert learning_rate(cfg, 0) == pytest.approx(1e-4)
+    assert learning_rate(cfg, 49) == pytest.approx(5e-3)
+    assert learning_rate(cfg, 99) == pytest.approx(1e-2)
+    assert learning_rate(cfg, 200) == pytest.approx(1e-2)
+
+
+def test_no_warmup_means_a_constant_rate():
+    cfg = TrainConfig(lr=3e-3, warmup=0)
+    assert {learning_rate(cfg, s) for s in range(50)} == {3e-3}
+
+
+def test_same_seed_gives_an_identical_curve_and_another_seed_does_not():
+    train, val, vocab = corpus()
+    cfg = TrainConfig(steps=30, lr=1e-2, batch_size=4, eval_interval=10, eval_windows=8, device="cpu")
+    a = train_run(SMALL_MODEL, cfg, 0, train, val, vocab)
+    b = train_run(SMALL_MODEL, cfg, 0, train, val, vocab)
+    c = train_run(SMALL_MODEL, cfg, 1, train, val, vocab)
+    assert a.curve == b.curve and a.metrics == b.metrics
+    assert a.curve != c.curve
+
+
+def test_curve_has_a_row_per_step_with_validation_at_evaluation_steps():
+    train, val, vocab = corpus()
+    cfg = TrainConfig(steps=25, lr=1e-2, batch_size=4, warmup=10, eval_interval=10, eval_windows=8, device="cpu")
+    result = train_run(SMALL_MODEL, cfg, 0, train, val, vocab)
+    assert [r["step"] for r in result.curve] == list(range(25))
+    assert [r["step"] for r in result.curve if r["val_loss"] is not None] == [9, 19, 24]
+    assert [r["lr"] for r in result.curve[:3]] == pytest.approx([1e-3, 2e-3, 3e-3])
+    last = [r["loss"] for r in result.curve[-25:]]
+    assert result.metrics["train_loss_last25"] == pytest.approx(sum(last) / 25)
+    assert result.metrics["val_loss"] == result.curve[-1]["val_loss"]
+    assert result.metrics["max_grad_norm"] == max(r["grad_norm"] for r in result.curve)
+
+
+def test_learning_lowers_the_loss_below_uniform():
+    train, val, vocab = corpus()
+    # A learnable sequence: the next id is the current one plus one.
+    train = torch.arange(4000) % vocab
+    cfg = TrainConfig(steps=60, lr=1e-2, batch_size=8, eval_interval=60, eval_windows=8, device="cpu")
+    result = train_run(SMALL_MODEL, cfg, 0, train, train[:500], vocab)
+    assert result.curve[0]["loss"] > 2.0 and result.metrics["train_loss_last25"] < 0.5
+
+
+def test_validation_sample_is_fixed_and_spread_over_the_split():
+    val = torch.arange(1000)
+    x, y = validation_windows(val, context=10, count=5)
+    assert x[:, 0].tolist() == [0, 247, 494, 741, 989]
+    assert torch.equal(y, x + 1)
+
+
+def test_validation_split_shorter_than_the_context_is_a_clear_error():
+    with pytest.raises(BlocklabError, match="validation split has 8 characters, fewer than context"):
+        validation_windows(torch.arange(8), context=16, count=4)
