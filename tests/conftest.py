@@ -96,10 +96,23 @@ def corpus(tmp_path) -> Path:
     return small_corpus(tmp_path / "corpus.txt")
 
 
-@pytest.fixture
-def small_project(tmp_path, corpus) -> Project:
+def make_small_project(root: Path) -> Project:
     """The project on a small corpus with a tiny plan, committed, nothing run yet."""
-    project = copy_project(tmp_path / "project", corpus)
+    corpus = small_corpus(root / "corpus.txt")
+    project = copy_project(root / "project", corpus)
     project.params = shrink(project.params, corpus)
     project.commit("small plan")
+    return project
+
+
+@pytest.fixture
+def small_project(tmp_path) -> Project:
+    return make_small_project(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def reproduced_project(tmp_path_factory) -> Project:
+    """A small project after one `dvc repro`, shared by a module's tests (which must not undo it)."""
+    project = make_small_project(tmp_path_factory.mktemp("reproduced"))
+    project.first_repro = project.run("dvc", "repro")
     return project

@@ -13,8 +13,9 @@ def stages_run(output: str) -> list[str]:
     return re.findall(r"Running stage '([^']+)'", output)
 
 
-def test_dvc_repro_on_a_small_corpus_writes_every_report(small_project):
-    result = small_project.run("dvc", "repro")
+def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
+    small_project = reproduced_project
+    result = small_project.first_repro
     assert stages_run(result.stdout)[:3] == ["download", "encode", "baselines"]
     metrics = json.loads((small_project.root / "reports" / "metrics.json").read_text())
 
@@ -43,8 +44,8 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(small_project):
     assert stages_run(again.stdout) == []
 
 
-def test_changing_one_ablations_learning_rate_reruns_only_its_stages(small_project):
-    small_project.run("dvc", "repro")
+def test_changing_one_ablations_learning_rate_reruns_only_its_stages(reproduced_project):
+    small_project = reproduced_project
     small_project.commit("baseline results")
     result = small_project.run("dvc", "exp", "run", "-S", "ablations.norm_order.train.lr=1e-05")
     ran = stages_run(result.stdout)
