@@ -1,4 +1,4 @@
-"""DVC stage `evaluate`: gather every run beside the baselines into reports/."""
+"""DVC stage `evaluate`: gather every run beside the baselines into reports/metrics.json."""
 
 import json
 from pathlib import Path
@@ -7,8 +7,7 @@ import click
 
 from blocklab.config import load_params
 from blocklab.errors import reports_errors
-from blocklab.reference import load_reference
-from blocklab.report import collect, summary_markdown
+from blocklab.report import collect
 from blocklab.results import write_json
 
 
@@ -17,17 +16,13 @@ from blocklab.results import write_json
 @click.argument("baselines_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("reports_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
-@click.option("--reference", "reference_file", default="reference.yaml", show_default=True,
-              help="Published figures to show beside ours.")
 @reports_errors
-def main(runs_dir: Path, baselines_file: Path, reports_dir: Path, params_file: str, reference_file: str) -> None:
+def main(runs_dir: Path, baselines_file: Path, reports_dir: Path, params_file: str) -> None:
     params = load_params(params_file)
-    baselines = json.loads(baselines_file.read_text())
-    metrics, timings = collect(params, runs_dir, baselines)
+    metrics, timings = collect(params, runs_dir, json.loads(baselines_file.read_text()))
     write_json(reports_dir / "metrics.json", metrics)
     write_json(reports_dir / "timings.json", timings)
-    (reports_dir / "summary.md").write_text(summary_markdown(metrics, load_reference(reference_file)))
-    click.echo(f"{len(metrics['runs'])} runs -> {reports_dir}/metrics.json, summary.md")
+    click.echo(f"{len(metrics['runs'])} runs -> {reports_dir}/metrics.json")
 
 
 if __name__ == "__main__":

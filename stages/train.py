@@ -1,14 +1,19 @@
-"""DVC stage `train@<variant>` of one ablation: train every seed of that variant."""
+"""DVC stage `train_<ablation>@<variant>`: train every seed of that variant, side by side."""
 
-from pathlib import Path
+import os
 
-import click
+# Before torch loads: the seeds train in forked workers that must not spin-wait against each other.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from blocklab.config import load_params
-from blocklab.data import load_corpus
-from blocklab.errors import reports_errors
-from blocklab.results import run_dir, write_run
-from blocklab.training import train_run
+from pathlib import Path  # noqa: E402
+
+import click  # noqa: E402
+
+from blocklab.config import load_params  # noqa: E402
+from blocklab.data import load_corpus  # noqa: E402
+from blocklab.errors import reports_errors  # noqa: E402
+from blocklab.results import run_dir, write_run  # noqa: E402
+from blocklab.training import train_seeds  # noqa: E402
 
 
 @click.command()
@@ -21,10 +26,11 @@ from blocklab.training import train_run
 def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file: str) -> None:
     spec = load_params(params_file).spec(ablation, variant)
     corpus = load_corpus(encoded)
-    for seed in spec.seeds:
-        result = train_run(
-            spec.model, spec.train, seed, corpus.train, corpus.val, corpus.vocab_size, progress=spec.key(seed)
-        )
+    results = train_seeds(
+        spec.model, spec.train, spec.seeds, corpus.train, corpus.val, corpus.vocab_size,
+        label=f"{spec.ablation}/{spec.variant}",
+    )
+    for seed, result in results.items():
         write_run(run_dir(out_dir, seed), result, tokens_per_step=spec.train.batch_size * spec.model.context)
         m = result.metrics
         click.echo(

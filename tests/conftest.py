@@ -83,14 +83,21 @@ def copy_project(dest: Path, corpus: Path) -> Project:
     return project
 
 
-def shrink(params: dict, corpus: Path, steps: int = 12, n_layers: int = 1) -> dict:
-    """The default plan, made tiny: the small corpus, a few steps, shallow models."""
+def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> dict:
+    """The default plan, made tiny: the small corpus, a few steps, at most `variants` variants and
+    two seeds per ablation, shallow stacks for the gradient analysis."""
     params["data"]["sha256"] = sha256_of(corpus)
     params["defaults"]["train"].update(eval_interval=5, eval_windows=16, batch_size=8)
     params["defaults"]["model"].update(context=16)
+    params["gradients"]["depths"] = [1, 2]
     for ablation in params["ablations"].values():
-        ablation["train"]["steps"] = steps
-        ablation["model"]["n_layers"] = n_layers
+        ablation["train"].update(steps=steps, eval_interval=5)
+        ablation["seeds"] = ablation["seeds"][:2]
+        ablation["variants"] = dict(list(ablation["variants"].items())[:variants])
+        for variant in ablation["variants"].values():
+            variant.setdefault("model", {})["n_layers"] = min(variant.get("model", {}).get("n_layers", 1), 2)
+        ablation["model"].pop("n_layers", None)
+    params["defaults"]["model"]["n_layers"] = 1
     return params
 
 

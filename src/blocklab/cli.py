@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 import click
 
@@ -27,3 +28,101 @@ def show_params(params_file: str) -> None:
         rows.append({"ablation": spec.ablation, "variant": spec.variant, "seeds": ",".join(map(str, spec.seeds)),
                      **asdict(spec.model), **asdict(spec.train)})
     click.echo(pd.DataFrame(rows).to_string(index=False))
+
+
+@main.command()
+@click.option("--ablation", default="norm_order", show_default=True, help="Whose runs to benchmark.")
+@click.option("--steps", type=int, default=None, help="Override the steps of every run (shorter benchmark).")
+@click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(exists=True, file_okay=False),
+              help="Encoded corpus (made by `dvc repro encode`).")
+@click.option("--pipeline", is_flag=True, help="Also force a full `dvc repro` and measure the pipeline's overhead.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
+@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@reports_errors
+def bench(ablation: str, steps: int | None, encoded: str, pipeline: bool, json_out: str | None,
+          params_file: str) -> None:
+    """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s."""
+    import json
+    from dataclasses import replace
+
+    from blocklab.bench import compare_trainers, pipeline_overhead
+    from blocklab.data import load_corpus
+
+    params = load_params(params_file)
+    specs = [s for s in params.specs() if s.ablation == ablation]
+    if not specs:
+        raise click.BadParameter(f"no ablation '{ablation}' in {params_file}", param_hint="--ablation")
+    if steps is not None:
+        specs = [replace(s, train=replace(s.train, steps=steps)) for s in specs]
+    corpus = load_corpus(encoded)
+    click.echo(f"benchmarking {ablation}: {sum(len(s.seeds) for s in specs)} runs, trainer and reference loop")
+    figures = compare_trainers(specs, corpus, echo=click.echo)
+    t, r = figures["trainer"], figures["reference"]
+    click.echo(
+        f"\n{'':22}{'steps/s':>10}{'tokens/s':>12}{'GFLOP/s':>10}\n"
+        f"{'reference loop':22}{r['steps_per_s']:>10.1f}{r['tokens_per_s']:>12,.0f}{r['gflops']:>10.1f}\n"
+        f"{'blocklab trainer':22}{t['steps_per_s']:>10.1f}{t['tokens_per_s']:>12,.0f}{t['gflops']:>10.1f}\n"
+        f"{'fp32 matmul peak':22}{'':>10}{'':>12}{figures['matmul_peak_gflops']:>10.1f}\n\n"
+        f"throughput ratio trainer / reference: {figures['throughput_ratio']:.2f}x\n"
+        f"largest |difference| in train_loss_last25: {figures['max_abs_difference']:.4f} "
+        f"({'equal within 0.01' if figures['max_abs_difference'] <= 0.01 else 'NOT equal within 0.01'})"
+    )
+    if pipeline:
+        overhead = pipeline_overhead(Path("reports/timings.json"))
+        figures["pipeline"] = overhead
+        click.echo(
+            f"\nfull dvc repro: {overhead['wall_seconds']:.0f} s wall, {overhead['training_seconds']:.0f} s training "
+            f"-> overhead {overhead['overhead_share']:.0%}; no-op dvc repro {overhead['noop_repro_seconds']:.1f} s"
+        )
+    if json_out:
+        Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+@main.command()
+@click.option("--claims", "claims_file", default="claims.yaml", show_default=True, type=click.Path(dir_okay=False),
+              help="The claims to verify.")
+@click.option("--metrics", "metrics_file", default="reports/metrics.json", show_default=True,
+              type=click.Path(dir_okay=False), help="Metrics written by the `evaluate` stage.")
+@click.option("--gradients", "gradients_file", default="reports/gradients.json", show_default=True,
+              type=click.Path(dir_okay=False), help="Written by the `gradients` stage.")
+@click.option("--out", default="reports/claims.json", show_default=True, type=click.Path(dir_okay=False),
+              help="Where to write the verdicts.")
+@reports_errors
+def check(claims_file: str, metrics_file: str, gradients_file: str, out: str) -> None:
+    """Verify every published finding against this run's reports.
+
+    Exit status: 0 every claim holds; 1 a claim fails; 2 the reports lack a run or value a claim needs
+    (the pipeline is incomplete or broken, which says nothing about the finding)."""
+    import json
+    import textwrap
+
+    from blocklab.claims import MissingResult, Reports, check_claims, load_claims
+
+    claims = load_claims(claims_file)
+    files = {}
+    for name, path in (("metrics", metrics_file), ("gradients", gradients_file)):
+        if not Path(path).exists():
+            raise click.ClickException(f"{path} does not exist: run `dvc repro` first") from None
+        files[name] = json.loads(Path(path).read_text())
+    try:
+        verdicts = check_claims(claims, Reports(files["metrics"], files["gradients"]))
+    except MissingResult as err:
+        error = click.ClickException(f"cannot check the claims, the pipeline's reports are incomplete: {err}")
+        error.exit_code = 2
+        raise error from None
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps({k: {f: v[f] for f in ("ok", "measured", "expected")} for k, v in verdicts.items()},
+                                    indent=2) + "\n")
+    width = max(len(k) for k in verdicts)
+    click.echo(f"{'id':<{width}}  {'verdict':<7}  {'measured':<28}  {'expected':<24}  claim")
+    for cid, v in verdicts.items():
+        verdict = click.style("holds", fg="green") if v["ok"] else click.style("FAILS", fg="red", bold=True)
+        claim = textwrap.shorten(v["claim"], 90)
+        click.echo(f"{cid:<{width}}  {verdict:<7}  {str(v['measured']):<28.28}  {str(v['expected']):<24.24}  {claim}")
+    failed = {k: v for k, v in verdicts.items() if not v["ok"]}
+    click.echo(f"\n{len(verdicts) - len(failed)} of {len(verdicts)} claims hold; verdicts in {out}")
+    if failed:
+        click.echo(f"\n{len(failed)} claim{'s' * (len(failed) > 1)} do not hold:", err=True)
+        for cid, v in failed.items():
+            click.echo(f"  - {cid}: {v['claim']}\n    measured {v['measured']}, expected {v['expected']}", err=True)
+        raise SystemExit(1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import (
@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeInt,
+    PositiveInt,
     ValidationError,
     create_model,
 )
@@ -43,6 +44,7 @@ def _override_of(cls: type) -> type[BaseModel]:
 
 ModelOverride = _override_of(ModelConfig)
 TrainOverride = _override_of(TrainConfig)
+FigureKind = Literal["depth", "train_val", "param_shares"]
 Seeds = Annotated[list[NonNegativeInt], Field(min_length=1)]
 
 
@@ -62,6 +64,7 @@ class Defaults(_Strict):
 
 
 class Variant(_Strict):
+    label: str = ""  # how figures and reports name the variant in words
     model: ModelOverride = ModelOverride()
     train: TrainOverride = TrainOverride()
 
@@ -72,7 +75,14 @@ class Ablation(_Strict):
     seeds: Seeds
     model: ModelOverride
     train: TrainOverride
+    figures: list[FigureKind] = []  # extra figures beside loss curves, gradient norms and final losses
     variants: dict[str, Variant] = Field(min_length=1)
+
+
+class GradientParams(_Strict):
+    depths: list[PositiveInt] = Field([1, 4, 12, 24], min_length=1)
+    norms: list[Literal["pre", "post"]] = Field(["pre", "post"], min_length=1)
+    seed: NonNegativeInt = 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class RunSpec:
 
     ablation: str
     variant: str
+    label: str
     model: ModelConfig
     train: TrainConfig
     seeds: tuple[int, ...]
@@ -92,6 +103,7 @@ class RunSpec:
 class Params(_Strict):
     data: DataParams
     defaults: Defaults = Defaults()
+    gradients: GradientParams = GradientParams()
     ablations: dict[str, Ablation] = Field(min_length=1)
 
     def spec(self, ablation: str, variant: str) -> RunSpec:
@@ -104,7 +116,7 @@ class Params(_Strict):
         where = f"ablations.{ablation}.variants.{variant}"
         model = _resolve(self.defaults.model, abl.model, var.model, where)
         train = _resolve(self.defaults.train, abl.train, var.train, where)
-        return RunSpec(ablation, variant, model, train, tuple(abl.seeds))
+        return RunSpec(ablation, variant, var.label or variant, model, train, tuple(abl.seeds))
 
     def specs(self) -> list[RunSpec]:
         return [self.spec(a, v) for a, abl in self.ablations.items() for v in abl.variants]
@@ -134,6 +146,8 @@ def _allowed_keys(loc: tuple) -> list[str]:
         return list(DataParams.model_fields)
     if parent == ("defaults",):
         return list(Defaults.model_fields)
+    if parent == ("gradients",):
+        return list(GradientParams.model_fields)
     if len(parent) == 2 and parent[0] == "ablations":
         return list(Ablation.model_fields)
     if len(parent) == 4 and parent[2] == "variants":

@@ -1,4 +1,5 @@
-"""Every run in one place: reports/metrics.json, reports/timings.json and reports/summary.md."""
+"""Every run in one place: reports/metrics.json and reports/timings.json (stage `evaluate`), then the
+figures, the DVC plot tables and reports/summary.md (stage `report`)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from blocklab.config import Params
+from blocklab.config import Params, RunSpec
 from blocklab.reference import published_loss
-from blocklab.results import read_metrics, read_timing, run_dir
+from blocklab.results import read_curve, read_metrics, read_timing, run_dir
 
 COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends this close to the unigram baseline
 
@@ -31,38 +32,153 @@ def collect(params: Params, runs_dir: Path, baselines: dict) -> tuple[dict, dict
     return {"baselines": baselines, "runs": runs}, timings
 
 
-def runs_table(metrics: dict, reference: dict) -> pd.DataFrame:
+def _specs_of(params: Params, ablation: str) -> list[RunSpec]:
+    return [params.spec(ablation, variant) for variant in params.ablations[ablation].variants]
+
+
+def runs_frame(params: Params, ablation: str, metrics: dict) -> pd.DataFrame:
+    """One row per run of an ablation: its final metrics beside the settings that vary."""
     rows = []
-    for key, run in metrics["runs"].items():
-        published = published_loss(reference, key)
-        rows.append(
-            {
-                "run": key,
-                "train loss (last 25)": run["train_loss_last25"],
-                "published": published,
-                "difference": None if published is None else run["train_loss_last25"] - published,
-                "val loss": run["val_loss"],
-                "max grad norm": run["max_grad_norm"],
-                "parameters": run["n_params"],
-                "steps": run["steps"],
-                "collapsed": "yes" if run["collapsed"] else "no",
-            }
-        )
+    for spec in _specs_of(params, ablation):
+        for seed in spec.seeds:
+            rows.append({"variant": spec.variant, "label": spec.label, "seed": seed,
+                         "n_layers": spec.model.n_layers, "residual": spec.model.residual,
+                         **metrics["runs"][spec.key(seed)]})
     return pd.DataFrame(rows)
 
 
-def summary_markdown(metrics: dict, reference: dict) -> str:
+def curves_frame(params: Params, ablation: str, runs_dir: Path) -> pd.DataFrame:
+    """Every step of every run of an ablation, long format."""
+    frames = []
+    for spec in _specs_of(params, ablation):
+        for seed in spec.seeds:
+            curve = read_curve(run_dir(Path(runs_dir) / ablation / spec.variant, seed))
+            frames.append(curve.assign(variant=spec.variant, label=spec.label, seed=seed))
+    return pd.concat(frames, ignore_index=True)
+
+
+def plot_table(curves: pd.DataFrame, column: str = "loss", smoothing: int = 10) -> pd.DataFrame:
+    """Seed-mean, smoothed `column` per variant, one column per variant: what `dvc plots` draws."""
+    wide = curves.pivot_table(index="step", columns="variant", values=column, sort=False)
+    order = list(dict.fromkeys(curves["variant"]))
+    return wide[order].rolling(smoothing, min_periods=1).mean().reset_index()
+
+
+def _mean_std(values: pd.Series) -> str:
+    if len(values) == 1:
+        return f"{values.iloc[0]:.3f}"
+    return f"{values.mean():.3f} ± {values.std(ddof=1):.3f}"
+
+
+def variant_table(runs: pd.DataFrame, reference: dict, ablation: str, baselines: dict) -> str:
+    rows = []
+    for variant, group in runs.groupby("variant", sort=False):
+        published = [published_loss(reference, f"{ablation}/{variant}/seed{s}") for s in group["seed"]]
+        shown = [f"{p:.3f} (seed {s})" for p, s in zip(published, group["seed"]) if p is not None]
+        collapsed = int(group["collapsed"].sum())
+        rows.append({
+            "variant": group["label"].iloc[0],
+            "seeds": len(group),
+            "final train loss": _mean_std(group["train_loss_last25"]),
+            "published": ", ".join(shown) or "–",
+            "val loss": _mean_std(group["val_loss"]),
+            "parameters": f"{group['n_params'].iloc[0]:,}",
+            "feed-forward share": f"{group['share_feed_forward'].iloc[0]:.0%}",
+            "max grad norm": f"{group['max_grad_norm'].max():.1f}",
+            "collapsed": f"{collapsed}/{len(group)}",
+        })
+    return pd.DataFrame(rows).to_markdown(index=False)
+
+
+def finding(runs: pd.DataFrame, baselines: dict, figures: list[str]) -> str:
+    """The ablation's result in two or three sentences, written from the numbers."""
+    by_variant = runs.groupby("label", sort=False)["train_loss_last25"].agg(["mean", "std", "count"])
+    best, worst = by_variant["mean"].idxmin(), by_variant["mean"].idxmax()
+    sentences = [
+        f"Lowest final training loss: {best} ({by_variant.loc[best, 'mean']:.3f}); highest: {worst} "
+        f"({by_variant.loc[worst, 'mean']:.3f}), {by_variant.loc[worst, 'mean'] - by_variant.loc[best, 'mean']:.3f} "
+        f"nats apart (seed means)."
+    ]
+    collapsed = runs[runs["collapsed"]].groupby("label", sort=False).size()
+    if len(collapsed):
+        parts = [f"{label} ({n} of {int(by_variant.loc[label, 'count'])} seeds)" for label, n in collapsed.items()]
+        sentences.append(
+            f"Collapsed to the unigram baseline ({baselines['unigram']:.3f}, within {COLLAPSE_MARGIN}): "
+            + ", ".join(parts) + "."
+        )
+    else:
+        sentences.append(f"No run collapsed to the unigram baseline ({baselines['unigram']:.3f}).")
+    if "depth" in figures:
+        for residual, group in runs.groupby("residual", sort=False):
+            by_depth = group.groupby("n_layers")["val_loss"].mean()
+            listed = ", ".join(f"{d} layers {v:.3f}" for d, v in by_depth.items())
+            sentences.append(f"Validation loss {'with' if residual else 'without'} residuals: {listed}.")
+    if "param_shares" in figures:
+        shares = runs.groupby("label", sort=False)[["n_params", "share_feed_forward", "val_loss"]].mean()
+        listed = ", ".join(f"{label} {row.n_params:,.0f} parameters ({row.share_feed_forward:.0%} feed-forward, "
+                           f"validation {row.val_loss:.3f})" for label, row in shares.iterrows())
+        sentences.append(f"By variant: {listed}.")
+    return " ".join(sentences)
+
+
+def _setting(spec: RunSpec) -> str:
+    m, t = spec.model, spec.train
+    return (f"d_model {m.d_model}, {m.n_heads} heads, context {m.context}, {m.norm}-norm, "
+            f"{m.n_layers} layers, feed-forward {m.ffn_mult}x {m.activation}, "
+            f"{'with' if m.residual else 'without'} residuals; lr {t.lr:g}, {t.steps} steps, "
+            f"batch {t.batch_size}, warmup {t.warmup}; seeds {', '.join(map(str, spec.seeds))}")
+
+
+def gradient_section(gradients: dict, reference: dict, figure: str) -> str:
+    published = reference.get("table_b", {})
+    depths = sorted({d for by_depth in gradients.values() for d in by_depth}, key=int)
+    rows = []
+    for key, by_depth in gradients.items():
+        row = {"stack": key.replace("/", ", ") + " residuals"}
+        for d in depths:
+            value = by_depth.get(d)
+            pub = published.get(key, {}).get(int(d))
+            row[f"{d} blocks"] = "–" if value is None else f"{value:.3g}" + (f" ({pub:.3g})" if pub else "")
+        rows.append(row)
+    table = pd.DataFrame(rows).to_markdown(index=False)
+    with_res = gradients.get("pre/with", {})
+    without = gradients.get("pre/without", {})
+    sentence = ""
+    if with_res and without:
+        lo, hi = min(without.values()), max(without.values())
+        sentence = (f"With residuals the gradient reaching the input grows from {with_res[depths[0]]:.3g} at "
+                    f"{depths[0]} block to {with_res[depths[-1]]:.3g} at {depths[-1]}; without them it stays "
+                    f"between {lo:.3g} and {hi:.3g}, about {with_res[depths[-1]] / without[depths[-1]]:.0f}x smaller "
+                    f"at {depths[-1]} blocks.")
+    return (f"## Gradient analysis\n\nThe norm of the gradient reaching a stack's input (loss = mean of the "
+            f"output squared; published table B in parentheses).\n\n{table}\n\n![input gradient vs depth]({figure})"
+            f"\n\n{sentence}\n")
+
+
+def summary_markdown(params: Params, metrics: dict, reference: dict, figures: dict[str, dict[str, str]],
+                     gradients: dict | None = None, gradient_figure: str | None = None) -> str:
+    """reports/summary.md: the baselines, then one section per ablation; `figures` paths are relative."""
     b = metrics["baselines"]
-    table = runs_table(metrics, reference).to_markdown(index=False, floatfmt=".4f", missingval="–")
-    return (
-        "# blocklab: summary of every run\n\n"
+    parts = [
+        "# blocklab: what each ingredient of the block does\n",
         "Losses are cross-entropy in nats per character. A run is *collapsed* when its final training loss "
-        f"is within {COLLAPSE_MARGIN} of the unigram baseline: it has learnt character frequencies and nothing more.\n\n"
+        f"(mean of the last 25 steps) is within {COLLAPSE_MARGIN} of the unigram baseline: it has learnt "
+        "the character frequencies and nothing more. Mean ± standard deviation over seeds; *published* is "
+        "the lesson's figure where there is one.\n",
         "| baseline | loss |\n|---|---|\n"
         f"| unigram entropy (train) | {b['unigram']:.4f} |\n"
         f"| unigram cross-entropy (validation) | {b['unigram_val']:.4f} |\n"
-        f"| uniform, ln V | {b['uniform']:.4f} |\n\n"
-        "## Runs\n\n"
-        f"{table}\n\n"
-        "*published*: the lesson's figure (reference.yaml) where there is one.\n"
-    )
+        f"| uniform, ln V | {b['uniform']:.4f} |\n",
+    ]
+    for name, ablation in params.ablations.items():
+        runs = runs_frame(params, name, metrics)
+        spec = params.spec(name, next(iter(ablation.variants)))
+        images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures[name].items())
+        parts.append(
+            f"## {name}\n\n{ablation.description}\n\nShared setting: {_setting(spec)}.\n\n"
+            f"{variant_table(runs, reference, name, b)}\n\n"
+            f"**Finding.** {finding(runs, b, list(ablation.figures))}\n\n{images}\n"
+        )
+    if gradients is not None:
+        parts.append(gradient_section(gradients, reference, gradient_figure))
+    return "\n".join(parts)

@@ -1,0 +1,193 @@
+"""Benchmarks: the project's trainer against the lesson's loop written plainly, on the same runs.
+
+Everything is a ratio measured within one run, because the machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from blocklab.config import RunSpec
+from blocklab.data import Corpus
+from blocklab.model import ModelConfig
+from blocklab.training import LAST_STEPS, passive_openmp, train_seeds
+
+
+# --- the lesson's model and loop, exactly as ../shared/reference/README.md describes them ---------
+
+class _RefAttention(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.h, C // self.h).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class _RefBlock(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        d = cfg.d_model
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = _RefAttention(d, cfg.n_heads)
+        self.ffn = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.pre = cfg.norm == "pre"
+
+    def forward(self, x):
+        if self.pre:
+            x = x + self.attn(self.ln1(x))
+            return x + self.ffn(self.ln2(x))
+        x = self.ln1(x + self.attn(x))
+        return self.ln2(x + self.ffn(x))
+
+
+class _RefTinyLM(nn.Module):
+    def __init__(self, cfg: ModelConfig, vocab: int):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, cfg.d_model)
+        self.pos = nn.Embedding(cfg.context, cfg.d_model)
+        self.blocks = nn.ModuleList(_RefBlock(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else None
+        self.head = nn.Linear(cfg.d_model, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x) if self.ln_f is not None else x)
+
+
+def reference_loop(spec: RunSpec, seed: int, train: torch.Tensor, vocab: int) -> float:
+    """The lesson's loop, plainly; returns the mean training loss over the last 25 steps."""
+    cfg, tc = spec.model, spec.train
+    T, B = cfg.context, tc.batch_size
+    torch.manual_seed(seed)
+    model = _RefTinyLM(cfg, vocab)
+    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr)
+    g = torch.Generator().manual_seed(seed)
+    losses = []
+    for step in range(tc.steps):
+        ix = torch.randint(0, len(train) - T - 1, (B,), generator=g)
+        x = torch.stack([train[i : i + T] for i in ix])
+        y = torch.stack([train[i + 1 : i + T + 1] for i in ix])
+        lr = tc.lr * min(1.0, (step + 1) / tc.warmup) if tc.warmup else tc.lr
+        for group in opt.param_groups:
+            group["lr"] = lr
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, vocab), y.view(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.norm(torch.stack([p.grad.norm() for p in model.parameters()])).item()  # measured, as in the lesson
+        opt.step()
+        losses.append(loss.item())
+    return sum(losses[-LAST_STEPS:]) / LAST_STEPS
+
+
+# --- what the machine and the model ask for -------------------------------------------------------
+
+def training_flops_per_token(cfg: ModelConfig, vocab: int) -> int:
+    """Matrix-product FLOPs to train on one token: 3x the forward pass (backward costs about twice
+    the forward). Forward per token and layer: q,k,v and output projections 2*4*d^2, feed-forward
+    2*2*m*d^2, attention scores and weighted sum 2*2*T*d (full T x T, as the kernels compute it);
+    plus the head, 2*d*V. Element-wise work (norms, softmax, GELU, AdamW) is not counted."""
+    d, T, m = cfg.d_model, cfg.context, cfg.ffn_mult
+    per_layer = 8 * d * d + 4 * m * d * d + 4 * T * d
+    return 3 * (cfg.n_layers * per_layer + 2 * d * vocab)
+
+
+def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
+    """fp32 matrix-product peak with all threads: the best of a few large square products."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b  # warm-up
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * n**3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def _timed_train_seeds(spec: RunSpec, corpus: Corpus) -> tuple[float, dict]:
+    started = time.perf_counter()
+    results = train_seeds(spec.model, spec.train, spec.seeds, corpus.train, corpus.val, corpus.vocab_size)
+    return time.perf_counter() - started, results
+
+
+def trainer_as_the_stage_runs_it(spec: RunSpec, corpus: Corpus) -> tuple[float, dict]:
+    """Seconds to train a variant's seeds in a process set up as the train stage sets itself up (OpenMP
+    waiting passively, so that the seeds' workers fork from it), timed inside that process: the start of
+    the process and the import of torch count as pipeline overhead, measured separately."""
+    with passive_openmp(), ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_timed_train_seeds, spec, corpus).result()
+
+
+def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print) -> dict:
+    """The trainer and the reference loop on the same runs: throughput, ratio, and equal results."""
+    vocab = corpus.vocab_size
+    rows, trainer_seconds, reference_seconds, steps = [], 0.0, 0.0, 0
+    flops = 0
+    for spec in specs:
+        seconds, results = trainer_as_the_stage_runs_it(spec, corpus)
+        trainer_seconds += seconds
+        for seed in spec.seeds:
+            started = time.perf_counter()
+            reference = reference_loop(spec, seed, corpus.train, vocab)
+            reference_seconds += time.perf_counter() - started
+            ours = results[seed].metrics["train_loss_last25"]
+            rows.append({"run": spec.key(seed), "trainer": ours, "reference": reference,
+                         "difference": ours - reference})
+            steps += spec.train.steps
+            flops += spec.train.steps * spec.train.batch_size * spec.model.context * training_flops_per_token(
+                spec.model, vocab)
+            echo(f"  {spec.key(seed)}: trainer {ours:.4f}  reference {reference:.4f}")
+    tokens = sum(s.train.steps * s.train.batch_size * s.model.context * len(s.seeds) for s in specs)
+    return {
+        "runs": rows,
+        "steps": steps,
+        "trainer": {"seconds": trainer_seconds, "steps_per_s": steps / trainer_seconds,
+                    "tokens_per_s": tokens / trainer_seconds, "gflops": flops / trainer_seconds / 1e9},
+        "reference": {"seconds": reference_seconds, "steps_per_s": steps / reference_seconds,
+                      "tokens_per_s": tokens / reference_seconds, "gflops": flops / reference_seconds / 1e9},
+        "throughput_ratio": reference_seconds / trainer_seconds,
+        "max_abs_difference": max(abs(r["difference"]) for r in rows),
+        "matmul_peak_gflops": matmul_peak_gflops(),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def pipeline_overhead(timings_file: Path, echo=print) -> dict:
+    """Force a full `dvc repro`, time it, and compare with the training time measured inside the runs.
+
+    A variant's seeds train side by side, so a stage's training time is its slowest seed's."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "dvc", "repro", "--force", "--quiet"], check=True)
+    wall = time.perf_counter() - started
+    timings = json.loads(Path(timings_file).read_text())
+    by_variant: dict[str, float] = {}
+    for key, timing in timings.items():
+        variant = key.rsplit("/", 1)[0]
+        by_variant[variant] = max(by_variant.get(variant, 0.0), timing["seconds"])
+    training = sum(by_variant.values())
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "dvc", "repro", "--quiet"], check=True)
+    noop = time.perf_counter() - started
+    return {"wall_seconds": wall, "training_seconds": training, "overhead_share": 1 - training / wall,
+            "noop_repro_seconds": noop, "stages": len(by_variant)}

@@ -1,0 +1,247 @@
+"""The lesson's findings as claims that a pipeline run either upholds or not (claims.yaml).
+
+A claim's quantities are small arithmetic expressions over the pipeline's reports:
+
+    loss("norm_order/post/seed0")             train_loss_last25 of one run
+    metric("depth/l1/seed0", "n_params")      any field of one run
+    mean("norm_order/pre", "val_loss")        the seed mean of a variant (field defaults to train_loss_last25)
+    seeds("norm_order/post")                  every seed's value, as a list (a claim must hold for each)
+    baseline("unigram")                       reports/metrics.json baselines
+    grad("pre/with", 12)                      reports/gradients.json
+    grads("pre/without")                      every depth's value, shallow to deep, as a list
+
+combined with + - * / and abs(). A run or value that is missing is an error (the pipeline broke),
+never a failed claim.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from blocklab.errors import BlocklabError
+
+CLAIMS_FILE = "claims.yaml"
+LOSS = "train_loss_last25"
+
+
+class MissingResult(BlocklabError):
+    """A claim names a run or value the reports do not have: the pipeline is incomplete, not wrong."""
+
+
+class Reports:
+    """What claims are evaluated over: reports/metrics.json and reports/gradients.json."""
+
+    def __init__(self, metrics: dict, gradients: dict):
+        self.runs = metrics.get("runs", {})
+        self.baselines = metrics.get("baselines", {})
+        self.gradients = gradients
+
+    def metric(self, run: str, field: str = LOSS) -> float:
+        if run not in self.runs:
+            raise MissingResult(f"run '{run}' is not in reports/metrics.json: is it in params.yaml, and did "
+                                f"`dvc repro` finish?")
+        if field not in self.runs[run]:
+            raise MissingResult(f"run '{run}' has no field '{field}' in reports/metrics.json")
+        return self.runs[run][field]
+
+    def seeds(self, variant: str, field: str = LOSS) -> list[float]:
+        keys = sorted((k for k in self.runs if k.rsplit("/", 1)[0] == variant), key=lambda k: int(k.rsplit("seed")[-1]))
+        if not keys:
+            raise MissingResult(f"no runs of variant '{variant}' in reports/metrics.json")
+        return [self.metric(k, field) for k in keys]
+
+    def mean(self, variant: str, field: str = LOSS) -> float:
+        values = self.seeds(variant, field)
+        return sum(values) / len(values)
+
+    def baseline(self, name: str) -> float:
+        if name not in self.baselines:
+            raise MissingResult(f"baseline '{name}' is not in reports/metrics.json")
+        return self.baselines[name]
+
+    def grad(self, stack: str, depth: int) -> float:
+        try:
+            return self.gradients[stack][str(depth)]
+        except KeyError:
+            raise MissingResult(f"reports/gradients.json has no '{stack}' at depth {depth}") from None
+
+    def grads(self, stack: str) -> list[float]:
+        if stack not in self.gradients:
+            raise MissingResult(f"reports/gradients.json has no '{stack}'")
+        return [v for _, v in sorted(self.gradients[stack].items(), key=lambda kv: int(kv[0]))]
+
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def evaluate(expression: str | float | int, reports: Reports):
+    """The value of a claim quantity: a number, or a list of numbers (for `seeds` and `grads`)."""
+    if isinstance(expression, (int, float)):
+        return expression
+    functions = {"loss": reports.metric, "metric": reports.metric, "mean": reports.mean, "seeds": reports.seeds,
+                 "baseline": reports.baseline, "grad": reports.grad, "grads": reports.grads, "abs": abs}
+
+    def walk(node):
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -walk(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return _elementwise(_BINARY[type(node.op)], walk(node.left), walk(node.right))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
+            return functions[node.func.id](*(walk(a) for a in node.args))
+        raise BlocklabError(f"claims.yaml: cannot evaluate '{ast.unparse(node)}' in '{expression}' (allowed: "
+                            f"numbers, + - * /, and {', '.join(functions)})")
+
+    try:
+        tree = ast.parse(str(expression), mode="eval")
+    except SyntaxError:
+        raise BlocklabError(f"claims.yaml: '{expression}' is not an expression") from None
+    return walk(tree)
+
+
+def _elementwise(op, a, b):
+    if isinstance(a, list) or isinstance(b, list):
+        a_list = a if isinstance(a, list) else [a] * len(b)
+        b_list = b if isinstance(b, list) else [b] * len(a)
+        return [op(x, y) for x, y in zip(a_list, b_list)]
+    return op(a, b)
+
+
+def _as_list(value) -> list[float]:
+    return value if isinstance(value, list) else [value]
+
+
+def _rounded(value):
+    return [round(v, 6) for v in value] if isinstance(value, list) else round(value, 6)
+
+
+Quantity = Union[str, float, int]
+COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+class _Claim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    claim: str
+
+
+class Within(_Claim):
+    """|value - expected| <= tolerance (relative to |expected| when `relative`), for every value."""
+    rule: Literal["within"]
+    value: Quantity
+    expected: Quantity
+    tolerance: float = Field(gt=0)
+    relative: bool = False
+
+    def check(self, reports: Reports):
+        values, expected = evaluate(self.value, reports), evaluate(self.expected, reports)
+        slack = self.tolerance * abs(expected) if self.relative else self.tolerance
+        ok = all(abs(v - expected) <= slack for v in _as_list(values))
+        shown = f"{expected:.6g} ± {self.tolerance:.0%}" if self.relative else f"{expected:.6g} ± {self.tolerance:g}"
+        return ok, _rounded(values), shown
+
+
+class Compare(_Claim):
+    """left <op> right, for every value when either side is a list."""
+    rule: Literal["compare"]
+    left: Quantity
+    op: Literal["<", "<=", ">", ">="]
+    right: Quantity
+
+    def check(self, reports: Reports):
+        left, right = evaluate(self.left, reports), evaluate(self.right, reports)
+        ok = all(_elementwise(COMPARISONS[self.op], left, right)) if isinstance(left, list) or isinstance(
+            right, list) else COMPARISONS[self.op](left, right)
+        return ok, _rounded(left), f"{self.op} {_rounded(right)}"
+
+
+class Monotone(_Claim):
+    """The values, in the order given, strictly increase (or decrease)."""
+    rule: Literal["monotone"]
+    values: Union[Quantity, list[Quantity]]
+    direction: Literal["increasing", "decreasing"]
+
+    def check(self, reports: Reports):
+        items = self.values if isinstance(self.values, list) else [self.values]
+        values = [v for item in items for v in _as_list(evaluate(item, reports))]
+        pairs = list(zip(values, values[1:]))
+        ok = len(values) > 1 and all((b > a) if self.direction == "increasing" else (b < a) for a, b in pairs)
+        return ok, _rounded(values), f"strictly {self.direction}"
+
+
+class Exact(_Claim):
+    """value == expected (counts)."""
+    rule: Literal["exact"]
+    value: Quantity
+    expected: Quantity
+
+    def check(self, reports: Reports):
+        value, expected = evaluate(self.value, reports), evaluate(self.expected, reports)
+        return value == expected, value, expected
+
+
+class Spread(_Claim):
+    """max / min of the values stays within a factor."""
+    rule: Literal["spread"]
+    values: Quantity
+    max_ratio: float = Field(gt=1)
+
+    def check(self, reports: Reports):
+        values = _as_list(evaluate(self.values, reports))
+        ratio = max(values) / min(values)
+        return ratio <= self.max_ratio, round(ratio, 4), f"max/min <= {self.max_ratio:g}"
+
+
+class Lower(_Claim):
+    """Which of two named quantities is lower (a comparison the lesson leaves open): holds when the
+    two differ by more than `margin`, and reports the lower one."""
+    rule: Literal["lower"]
+    candidates: dict[str, Quantity] = Field(min_length=2, max_length=2)
+    margin: float = Field(0.0, ge=0)
+
+    def check(self, reports: Reports):
+        values = {name: evaluate(q, reports) for name, q in self.candidates.items()}
+        (first, a), (second, b) = sorted(values.items(), key=lambda kv: kv[1])
+        return b - a > self.margin, f"{first} lower ({a:.4f} vs {b:.4f})", f"differ by > {self.margin:g}"
+
+
+Claim = Annotated[Union[Within, Compare, Monotone, Exact, Spread, Lower], Field(discriminator="rule")]
+
+
+class ClaimsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    claims: list[Claim] = Field(min_length=1)
+
+
+def load_claims(path: str | Path = CLAIMS_FILE) -> list:
+    path = Path(path)
+    try:
+        parsed = ClaimsFile.model_validate(yaml.safe_load(path.read_text()))
+    except FileNotFoundError:
+        raise BlocklabError(f"{path} not found") from None
+    except ValidationError as err:
+        problems = "\n  - ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise BlocklabError(f"{path} is not a valid claims file:\n  - {problems}") from None
+    ids = [c.id for c in parsed.claims]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise BlocklabError(f"{path}: claim ids must be unique; repeated: {', '.join(duplicates)}")
+    return parsed.claims
+
+
+def check_claims(claims: list, reports: Reports) -> dict[str, dict]:
+    """`{id: {"ok", "measured", "expected", "claim"}}`; MissingResult propagates (an error, not a verdict)."""
+    verdicts = {}
+    for claim in claims:
+        ok, measured, expected = claim.check(reports)
+        verdicts[claim.id] = {"ok": bool(ok), "measured": measured, "expected": expected, "claim": claim.claim}
+    return verdicts

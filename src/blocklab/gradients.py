@@ -1,0 +1,30 @@
+"""How much gradient reaches the input through a stack of blocks (the lesson's table B)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+import torch.nn as nn
+
+from blocklab.model import Block, ModelConfig
+
+
+def input_gradient_norm(cfg: ModelConfig, depth: int, shape: tuple[int, int] = (4, 16), seed: int = 0) -> float:
+    """Norm of d loss / d input for `depth` blocks, loss = mean(stack(x)^2): seed, build, then draw x."""
+    torch.manual_seed(seed)
+    stack = nn.Sequential(*(Block(cfg) for _ in range(depth)))
+    x = torch.randn(*shape, cfg.d_model, requires_grad=True)
+    stack(x).pow(2).mean().backward()
+    return torch.linalg.vector_norm(x.grad).item()
+
+
+def gradient_table(base: ModelConfig, depths: list[int], norms: list[str], seed: int = 0) -> dict:
+    """`{"<norm>/<with|without>": {"<depth>": norm}}` for every norm placement, with and without residuals."""
+    table = {}
+    for norm in norms:
+        for residual in (True, False):
+            cfg = replace(base, norm=norm, residual=residual)
+            key = f"{norm}/{'with' if residual else 'without'}"
+            table[key] = {str(d): input_gradient_norm(cfg, d, seed=seed) for d in depths}
+    return table

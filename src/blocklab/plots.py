@@ -1,0 +1,166 @@
+"""Figures that make each finding obvious (matplotlib, PNG), drawn from the runs' curves and metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from blocklab.config import Ablation  # noqa: E402
+
+SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
+LOSS_LABEL = "loss (nats per character)"
+
+
+def _baselines(ax, baselines: dict) -> None:
+    ax.axhline(baselines["unigram"], color="0.35", ls="--", lw=1,
+               label=f"unigram baseline (character frequencies), {baselines['unigram']:.3f}")
+    ax.axhline(baselines["uniform"], color="0.6", ls=":", lw=1,
+               label=f"uniform guess, ln V = {baselines['uniform']:.3f}")
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _band(ax, curves: pd.DataFrame, column: str, label: str, smooth: bool = True, **style) -> None:
+    """Seed mean as a line and the seeds' spread (min to max) as a band."""
+    wide = curves.pivot_table(index="step", columns="seed", values=column)
+    if smooth:
+        wide = wide.rolling(SMOOTHING, min_periods=1).mean()
+    line, = ax.plot(wide.index, wide.mean(axis=1), label=label, **style)
+    if wide.shape[1] > 1:
+        ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=line.get_color(), alpha=0.2, lw=0)
+
+
+def loss_curves(curves: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, group in curves.groupby("label", sort=False):
+        _band(ax, group, "loss", label)
+    _baselines(ax, baselines)
+    ax.set(title=title, xlabel="training step",
+           ylabel=f"training {LOSS_LABEL}, {SMOOTHING}-step mean; band = seed range")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def grad_norm_curves(curves: pd.DataFrame, title: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, group in curves.groupby("label", sort=False):
+        _band(ax, group, "grad_norm", label)
+    ax.set(title=title, xlabel="training step", ylabel="gradient norm, all parameters (log scale)", yscale="log")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def final_losses(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    """Every seed's final training loss as a point, the seed mean as a bar."""
+    labels = list(dict.fromkeys(runs["label"]))
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(labels) + 2))
+    for i, label in enumerate(labels):
+        losses = runs.loc[runs["label"] == label, "train_loss_last25"]
+        ax.barh(i, losses.mean(), color="C0", alpha=0.35)
+        ax.scatter(losses, [i] * len(losses), color="C0", zorder=3, label="one seed" if i == 0 else None)
+    ax.axvline(baselines["unigram"], color="0.35", ls="--", lw=1, label=f"unigram baseline, {baselines['unigram']:.3f}")
+    ax.axvline(baselines["uniform"], color="0.6", ls=":", lw=1, label=f"uniform, ln V = {baselines['uniform']:.3f}")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set(title=title, xlabel=f"final training {LOSS_LABEL}: mean of the last 25 steps (bar = seed mean)")
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
+
+
+def parameters_and_shares(runs: pd.DataFrame, title: str, path: Path) -> Path:
+    """Left: total parameters against validation loss. Right: where the parameters are."""
+    per_variant = runs.groupby("label", sort=False).agg(
+        n_params=("n_params", "first"), val_loss=("val_loss", "mean"),
+        attention=("share_attention", "first"), feed_forward=("share_feed_forward", "first"))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5))
+    left.scatter(runs["n_params"], runs["val_loss"], color="0.6", s=15, label="one seed")
+    left.plot(per_variant["n_params"], per_variant["val_loss"], "o-", label="seed mean")
+    for label, row in per_variant.iterrows():
+        left.annotate(label, (row["n_params"], row["val_loss"]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    left.set(title="Parameters vs final validation loss", xlabel="parameters (total)",
+             ylabel=f"validation {LOSS_LABEL}")
+    left.legend(fontsize=8)
+    other = 1 - per_variant["attention"] - per_variant["feed_forward"]
+    names = list(per_variant.index)
+    right.bar(names, per_variant["attention"], label="attention")
+    right.bar(names, per_variant["feed_forward"], bottom=per_variant["attention"], label="feed-forward")
+    right.bar(names, other, bottom=per_variant["attention"] + per_variant["feed_forward"],
+              label="embeddings, norms, head")
+    right.set(title="Share of parameters", ylabel="share of all parameters", ylim=(0, 1))
+    right.tick_params(axis="x", labelrotation=20, labelsize=8)
+    right.legend(fontsize=8)
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def loss_by_depth(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    """Final validation loss against the number of layers, one line with residuals and one without."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for residual, group in runs.groupby("residual", sort=False):
+        by_depth = group.groupby("n_layers")["val_loss"]
+        name = "with residuals" if residual else "without residuals"
+        ax.scatter(group["n_layers"], group["val_loss"], s=15, alpha=0.5)
+        ax.plot(by_depth.mean().index, by_depth.mean(), "o-", label=f"{name} (seed mean)")
+    _baselines(ax, baselines)
+    ax.set(title=title, xlabel="layers (blocks)", ylabel=f"final validation {LOSS_LABEL}", xscale="log")
+    ax.set_xticks(sorted(runs["n_layers"].unique()), [str(d) for d in sorted(runs["n_layers"].unique())])
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def train_vs_validation(curves: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, (label, group) in enumerate(curves.groupby("label", sort=False)):
+        _band(ax, group, "loss", f"{label}: training", color=f"C{i}")
+        val = group.dropna(subset=["val_loss"]).groupby("step")["val_loss"].mean()
+        ax.plot(val.index, val, "o--", color=f"C{i}", ms=3, label=f"{label}: validation")
+    _baselines(ax, baselines)
+    ax.set(title=title, xlabel="training step", ylabel=f"{LOSS_LABEL} (seed mean)")
+    ax.legend(fontsize=7, ncol=2)
+    return _save(fig, path)
+
+
+def gradient_depths(table: dict, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for key, by_depth in table.items():
+        norm, residual = key.split("/")
+        depths = sorted(by_depth, key=int)
+        ax.plot([int(d) for d in depths], [by_depth[d] for d in depths], "o-",
+                label=f"{norm}-norm, {residual} residuals")
+    ax.set(title="Gradient reaching the input through a stack of blocks", xlabel="blocks in the stack (log scale)",
+           ylabel="norm of d loss / d input (log scale)", xscale="log", yscale="log")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: pd.DataFrame, baselines: dict,
+                     out_dir: Path) -> dict[str, Path]:
+    """Every figure of one ablation: loss curves, gradient norms, final losses, and its extra kinds."""
+    title = ablation.description or name
+    figures = {
+        "loss": loss_curves(curves, baselines, title, out_dir / f"{name}_loss.png"),
+        "grad_norm": grad_norm_curves(curves, f"{name}: gradient norm during training",
+                                      out_dir / f"{name}_grad_norm.png"),
+        "final": final_losses(runs, baselines, f"{name}: final training loss, every seed",
+                              out_dir / f"{name}_final.png"),
+    }
+    extras = {
+        "param_shares": lambda: parameters_and_shares(runs, title, out_dir / f"{name}_params.png"),
+        "depth": lambda: loss_by_depth(runs, baselines, f"{name}: final loss vs depth", out_dir / f"{name}_depth.png"),
+        "train_val": lambda: train_vs_validation(curves, baselines, f"{name}: training vs validation loss",
+                                                 out_dir / f"{name}_train_val.png"),
+    }
+    for kind in ablation.figures:
+        figures[kind] = extras[kind]()
+    return figures

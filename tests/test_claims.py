@@ -1,0 +1,160 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from blocklab.claims import (
+    Compare, Exact, Lower, MissingResult, Monotone, Reports, Spread, Within, check_claims, evaluate, load_claims,
+)
+from blocklab.cli import main
+
+from conftest import ROOT
+
+METRICS = {
+    "baselines": {"unigram": 3.3, "unigram_val": 3.35, "uniform": 4.17},
+    "runs": {
+        "norm_order/post/seed0": {"train_loss_last25": 3.31, "val_loss": 3.4, "n_params": 310337},
+        "norm_order/post/seed1": {"train_loss_last25": 3.29, "val_loss": 3.4, "n_params": 310337},
+        "norm_order/pre/seed0": {"train_loss_last25": 2.13, "val_loss": 2.2, "n_params": 310465},
+        "norm_order/pre/seed1": {"train_loss_last25": 2.15, "val_loss": 2.2, "n_params": 310465},
+    },
+}
+GRADIENTS = {"pre/with": {"1": 0.0333, "4": 0.044, "12": 0.103}, "pre/without": {"1": 0.0044, "4": 0.0051, "12": 0.0053}}
+REPORTS = Reports(METRICS, GRADIENTS)
+
+
+def verdict(claim) -> bool:
+    return claim.check(REPORTS)[0]
+
+
+def test_expressions_read_runs_seed_means_baselines_and_gradients():
+    assert evaluate('loss("norm_order/pre/seed0")', REPORTS) == 2.13
+    assert evaluate('mean("norm_order/pre")', REPORTS) == pytest.approx(2.14)
+    assert evaluate('seeds("norm_order/post", "val_loss")', REPORTS) == [3.4, 3.4]
+    assert evaluate('baseline("unigram") - 0.5', REPORTS) == pytest.approx(2.8)
+    assert evaluate('grad("pre/with", 4) / grad("pre/without", 4)', REPORTS) == pytest.approx(0.044 / 0.0051)
+    assert evaluate('grads("pre/with")', REPORTS) == [0.0333, 0.044, 0.103]
+
+
+def test_an_expression_may_not_call_anything_else():
+    with pytest.raises(Exception, match="cannot evaluate"):
+        evaluate('__import__("os").getcwd()', REPORTS)
+
+
+@pytest.mark.parametrize("expected, holds", [(2.13, True), (2.125, True), (2.15, False)])
+def test_within_tolerance(expected, holds):
+    claim = Within(id="a", claim="", rule="within", value='loss("norm_order/pre/seed0")', expected=expected,
+                   tolerance=0.01)
+    assert verdict(claim) is holds
+
+
+def test_within_applies_to_every_seed():
+    every_seed = dict(id="a", claim="", rule="within", value='seeds("norm_order/post")', expected='baseline("unigram")')
+    assert verdict(Within(**every_seed, tolerance=0.05))
+    assert not verdict(Within(**every_seed, tolerance=0.005))
+
+
+def test_within_relative_tolerance():
+    assert verdict(Within(id="a", claim="", rule="within", value='grad("pre/with", 1)', expected=0.0333,
+                          tolerance=0.01, relative=True))
+    assert not verdict(Within(id="a", claim="", rule="within", value='grad("pre/with", 1)', expected=0.0340,
+                              tolerance=0.01, relative=True))
+
+
+def test_relation_between_runs():
+    holds = Compare(id="a", claim="", rule="compare", left='seeds("norm_order/pre")', op="<=",
+                    right='baseline("unigram") - 0.5')
+    fails = Compare(id="a", claim="", rule="compare", left='seeds("norm_order/post")', op="<=",
+                    right='baseline("unigram") - 0.5')
+    assert verdict(holds) and not verdict(fails)
+
+
+def test_monotone_trend():
+    assert verdict(Monotone(id="a", claim="", rule="monotone", values='grads("pre/with")', direction="increasing"))
+    assert not verdict(Monotone(id="a", claim="", rule="monotone", values='grads("pre/with")', direction="decreasing"))
+    bumpy = Reports(METRICS, {"pre/with": {"1": 0.03, "4": 0.05, "12": 0.04}})
+    assert not Monotone(id="a", claim="", rule="monotone", values='grads("pre/with")',
+                        direction="increasing").check(bumpy)[0]
+
+
+def test_exact_count():
+    assert verdict(Exact(id="a", claim="", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
+                         expected=310465))
+    assert not verdict(Exact(id="a", claim="", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
+                             expected=310466))
+
+
+def test_spread_within_a_factor():
+    assert verdict(Spread(id="a", claim="", rule="spread", values='grads("pre/without")', max_ratio=1.5))
+    assert not verdict(Spread(id="a", claim="", rule="spread", values='grads("pre/with")', max_ratio=1.5))
+
+
+def test_lower_reports_the_winner_and_fails_on_a_tie():
+    claim = Lower(id="a", claim="", rule="lower",
+                  candidates={"pre": 'mean("norm_order/pre")', "post": 'mean("norm_order/post")'})
+    ok, measured, _ = claim.check(REPORTS)
+    assert ok and measured.startswith("pre lower")
+    tie = Lower(id="a", claim="", rule="lower", candidates={"x": 'mean("norm_order/pre")', "y": 'mean("norm_order/pre")'})
+    assert not verdict(tie)
+
+
+def test_a_missing_run_is_an_error_naming_the_run_not_a_failed_claim():
+    claim = Within(id="a", claim="", rule="within", value='loss("norm_order/gone/seed0")', expected=1, tolerance=1)
+    with pytest.raises(MissingResult, match="run 'norm_order/gone/seed0' is not in reports/metrics.json"):
+        check_claims([claim], REPORTS)
+
+
+def test_the_repository_claims_file_is_valid_and_covers_table_a_and_b():
+    claims = load_claims(ROOT / "claims.yaml")
+    ids = {c.id for c in claims}
+    assert sum(i.startswith("table_a.") for i in ids) == 8
+    assert sum(i.startswith("table_b.") for i in ids) == 8
+
+
+def write_reports(tmp_path, metrics, gradients=GRADIENTS):
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    (tmp_path / "gradients.json").write_text(json.dumps(gradients))
+    (tmp_path / "claims.yaml").write_text(
+        "claims:\n"
+        "  - id: post_collapses\n"
+        "    claim: Post-norm collapses on every seed.\n"
+        "    rule: within\n"
+        "    value: seeds(\"norm_order/post\")\n"
+        "    expected: baseline(\"unigram\")\n"
+        "    tolerance: 0.05\n"
+        "  - id: pre_learns\n"
+        "    claim: Pre-norm learns.\n"
+        "    rule: compare\n"
+        "    left: mean(\"norm_order/pre\")\n"
+        "    op: \"<\"\n"
+        "    right: 3\n"
+    )
+    return [f"--{name}={tmp_path / f'{name}.json'}" for name in ("metrics", "gradients")] + [
+        f"--claims={tmp_path / 'claims.yaml'}", f"--out={tmp_path / 'claims.json'}"]
+
+
+def test_check_passes_and_writes_the_verdicts(tmp_path):
+    result = CliRunner().invoke(main, ["check", *write_reports(tmp_path, METRICS)])
+    assert result.exit_code == 0, result.output
+    assert "2 of 2 claims hold" in result.output
+    written = json.loads((tmp_path / "claims.json").read_text())
+    assert written["post_collapses"] == {"ok": True, "measured": [3.31, 3.29], "expected": "3.3 ± 0.05"}
+
+
+def test_check_on_a_broken_metrics_file_exits_non_zero_and_names_the_claim(tmp_path):
+    broken = json.loads(json.dumps(METRICS))
+    broken["runs"]["norm_order/post/seed1"]["train_loss_last25"] = 2.2  # no longer collapsed
+    result = CliRunner().invoke(main, ["check", *write_reports(tmp_path, broken)])
+    assert result.exit_code == 1
+    assert "1 of 2 claims hold" in result.output
+    assert "post_collapses: Post-norm collapses on every seed." in result.output
+    assert json.loads((tmp_path / "claims.json").read_text())["post_collapses"]["ok"] is False
+
+
+def test_check_with_a_run_missing_is_an_error_exit_2_naming_the_run(tmp_path):
+    incomplete = json.loads(json.dumps(METRICS))
+    del incomplete["runs"]["norm_order/pre/seed0"]
+    del incomplete["runs"]["norm_order/pre/seed1"]
+    result = CliRunner().invoke(main, ["check", *write_reports(tmp_path, incomplete)])
+    assert result.exit_code == 2
+    assert "reports are incomplete" in result.output and "norm_order/pre" in result.output

@@ -1,0 +1,59 @@
+import pandas as pd
+import pytest
+
+from blocklab.config import load_params
+from blocklab.model import TinyLM, parameter_counts
+from blocklab.report import finding
+
+from conftest import ROOT
+
+
+def total_parameters(spec, vocab=65) -> int:
+    return parameter_counts(TinyLM(spec.model, vocab))["total"]
+
+
+def test_the_matched_feed_forward_pair_differs_in_parameters_by_less_than_5_percent():
+    params = load_params(ROOT / "params.yaml")
+    narrow, wide = (params.spec("ffn_matched", v) for v in params.ablations["ffn_matched"].variants)
+    assert narrow.model.ffn_mult < wide.model.ffn_mult and narrow.model.n_layers > wide.model.n_layers
+    a, b = total_parameters(narrow), total_parameters(wide)
+    assert abs(a - b) / max(a, b) < 0.05
+
+
+def test_feed_forward_share_grows_with_the_multiplier_and_passes_half_at_4x():
+    params = load_params(ROOT / "params.yaml")
+    shares = {}
+    for variant in params.ablations["ffn_mult"].variants:
+        spec = params.spec("ffn_mult", variant)
+        counts = parameter_counts(TinyLM(spec.model, 65))
+        shares[spec.model.ffn_mult] = counts["feed_forward"] / counts["total"]
+    assert list(shares) == sorted(shares) and list(shares.values()) == sorted(shares.values())
+    assert shares[4] > 0.5 > shares[1]
+
+
+def test_depth_ablation_parameter_counts_equal_the_lessons():
+    params = load_params(ROOT / "params.yaml")
+    counts = {params.spec("depth", v).model.n_layers: total_parameters(params.spec("depth", v))
+              for v in params.ablations["depth"].variants}
+    assert counts == {1: 60_545, 3: 160_513, 6: 310_465, 12: 610_369, 24: 1_210_177}
+
+
+def runs(**losses) -> pd.DataFrame:
+    rows = []
+    for label, values in losses.items():
+        for seed, loss in enumerate(values):
+            rows.append({"label": label, "seed": seed, "train_loss_last25": loss, "val_loss": loss + 0.02,
+                         "collapsed": abs(loss - 3.3) <= 0.05, "n_layers": 6, "residual": True,
+                         "n_params": 1000, "share_feed_forward": 0.6})
+    return pd.DataFrame(rows)
+
+
+def test_the_finding_names_the_best_the_worst_and_the_collapsed_from_the_numbers():
+    text = finding(runs(**{"post-norm": [3.31, 3.32], "pre-norm": [2.10, 2.12]}), {"unigram": 3.3}, [])
+    assert "Lowest final training loss: pre-norm (2.110)" in text
+    assert "highest: post-norm (3.315), 1.205 nats apart" in text
+    assert "post-norm (2 of 2 seeds)" in text
+
+
+def test_the_finding_says_when_nothing_collapsed():
+    assert "No run collapsed" in finding(runs(a=[2.0], b=[2.5]), {"unigram": 3.3}, [])
