@@ -18,7 +18,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = Path(
     os.environ.get("BLOCKLAB_DATA_MIRROR") or ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
 )
-PROJECT_FILES = ["dvc.yaml", "params.yaml", "reference.yaml", "stages", "src", ".dvcignore", "reports/README.md"]
+PROJECT_FILES = ["dvc.yaml", "params.yaml", "reference.yaml", "claims.yaml", "stages", "src", ".dvcignore",
+                 "reports/README.md"]
+
+# The lesson's claims need the real corpus and full training; a small plan is checked against these.
+SMALL_PLAN_CLAIMS = """
+claims:
+  - id: uniform_is_ln_v
+    claim: The uniform baseline of the 28-character corpus is ln 28.
+    rule: within
+    value: baseline("uniform")
+    expected: 3.33220451
+    tolerance: 0.000001
+  - id: learning_beats_uniform
+    claim: Every pre-norm run of norm_order ends below the uniform baseline.
+    rule: compare
+    left: seeds("norm_order/pre")
+    op: "<"
+    right: baseline("uniform")
+"""
 
 
 def sha256_of(path: Path) -> str:
@@ -111,6 +129,7 @@ def make_small_project(root: Path) -> Project:
     corpus = small_corpus(root / "corpus.txt")
     project = copy_project(root / "project", corpus)
     project.params = shrink(project.params, corpus)
+    (project.root / "claims.yaml").write_text(SMALL_PLAN_CLAIMS)
     project.commit("small plan")
     return project
 

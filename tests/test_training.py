@@ -1,3 +1,6 @@
+import json
+import math
+
 import pytest
 import torch
 
@@ -68,3 +71,33 @@ def test_validation_sample_is_fixed_and_spread_over_the_split():
 def test_validation_split_shorter_than_the_context_is_a_clear_error():
     with pytest.raises(BlocklabError, match="validation split has 8 characters, fewer than context"):
         validation_windows(torch.arange(8), context=16, count=4)
+
+
+def test_an_absurd_learning_rate_diverges_and_the_run_stops_there_with_finite_metrics():
+    train, val, vocab = corpus()
+    cfg = TrainConfig(steps=200, lr=1e6, batch_size=4, eval_interval=50, eval_windows=8, device="cpu")
+    result = train_run(ModelConfig(d_model=16, n_heads=2, n_layers=2, context=8, norm="post"), cfg, 0, train, val,
+                       vocab)
+    m = result.metrics
+    assert m["diverged"] is True and m["diverged_at_step"] is not None
+    assert m["steps"] == m["diverged_at_step"] + 1 == len(result.curve) < 200
+    assert all(v is None or math.isfinite(v) for v in (m["train_loss_last25"], m["val_loss"], m["max_grad_norm"]))
+    json.dumps(m, allow_nan=False)  # valid JSON: no NaN
+
+
+def test_a_healthy_run_is_not_marked_diverged():
+    train, val, vocab = corpus()
+    cfg = TrainConfig(steps=10, lr=1e-3, batch_size=4, eval_interval=5, eval_windows=8, device="cpu")
+    m = train_run(SMALL_MODEL, cfg, 0, train, val, vocab).metrics
+    assert m["diverged"] is False and m["diverged_at_step"] is None and m["steps"] == 10
+
+
+def test_seeds_trained_side_by_side_equal_seeds_trained_alone():
+    from blocklab.training import train_seeds
+
+    train, val, vocab = corpus()
+    cfg = TrainConfig(steps=15, lr=1e-2, batch_size=4, eval_interval=5, eval_windows=8, device="cpu")
+    together = train_seeds(SMALL_MODEL, cfg, [0, 1], train, val, vocab)
+    for seed in (0, 1):
+        alone = train_run(SMALL_MODEL, cfg, seed, train, val, vocab)
+        assert together[seed].curve == alone.curve and together[seed].metrics == alone.metrics

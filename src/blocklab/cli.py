@@ -126,3 +126,54 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, out: str) ->
         for cid, v in failed.items():
             click.echo(f"  - {cid}: {v['claim']}\n    measured {v['measured']}, expected {v['expected']}", err=True)
         raise SystemExit(1)
+
+
+@main.command()
+@click.option("--runs", "runs_dir", default="data/runs", show_default=True,
+              type=click.Path(exists=True, file_okay=False), help="Trained runs (DVC outputs).")
+@click.option("--reports", "reports_dir", default="reports", show_default=True,
+              type=click.Path(exists=True, file_okay=False), help="Where metrics.json and figures/ are.")
+@click.option("--tracking-uri", default=None, help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db).")
+@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@reports_errors
+def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file: str) -> None:
+    """Log every trained run that MLflow does not have yet (never twice).
+
+    A store that is unreachable or errors costs no result: a warning names the runs that were not
+    logged and the command still succeeds, so the pipeline completes; run it again later."""
+    import json
+
+    from blocklab.tracking import track as track_runs
+
+    params = load_params(params_file)
+    baselines = json.loads((Path(reports_dir) / "metrics.json").read_text())["baselines"]
+    result = track_runs(params, Path(runs_dir), baselines, Path(reports_dir) / "figures", uri=tracking_uri)
+    logged, failed = result["logged"], result["failed"]
+    click.echo(f"MLflow ({result['uri']}): {len(logged)} runs logged, {result['already']} already there")
+    if result["log_seconds"]:
+        logging, training = sum(result["log_seconds"].values()), sum(result["train_seconds"].values())
+        click.echo(f"logging took {logging:.1f} s: {logging / training:.1%} of those runs' training time")
+    if failed:
+        reasons = "; ".join(sorted(set(failed.values())))
+        click.secho(f"warning: {len(failed)} runs were NOT logged to MLflow ({reasons}): {', '.join(sorted(failed))}. "
+                    f"Their results are safe in {runs_dir}; run `blocklab track` when the store is back.",
+                    fg="yellow", err=True)
+
+
+@main.command()
+@click.option("--port", default=5000, show_default=True, help="Port on 127.0.0.1.")
+@click.option("--tracking-uri", default=None, help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db).")
+def ui(port: int, tracking_uri: str | None) -> None:
+    """Serve the MLflow UI for blocklab's store on 127.0.0.1."""
+    import shutil
+    import subprocess
+    import sys
+
+    from blocklab.tracking import ensure_store, tracking_uri as default_uri
+
+    uri = tracking_uri or default_uri()
+    ensure_store(uri)
+    mlflow = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
+    click.echo(f"MLflow UI for {uri}: http://127.0.0.1:{port}  (Ctrl-C to stop)")
+    raise SystemExit(subprocess.call([mlflow, "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
+                                      "--port", str(port)]))

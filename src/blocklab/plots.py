@@ -46,9 +46,8 @@ def loss_curves(curves: pd.DataFrame, baselines: dict, title: str, path: Path) -
     for label, group in curves.groupby("label", sort=False):
         _band(ax, group, "loss", label)
     _baselines(ax, baselines)
-    ax.set(title=title, xlabel="training step",
-           ylabel=f"training {LOSS_LABEL}, {SMOOTHING}-step mean; band = seed range")
-    ax.legend(fontsize=8)
+    ax.set(title=title, xlabel="training step", ylabel=f"training {LOSS_LABEL}")
+    ax.legend(fontsize=8, title=f"seed mean, {SMOOTHING}-step smoothing; band = seed range", title_fontsize=8)
     return _save(fig, path)
 
 
@@ -57,7 +56,7 @@ def grad_norm_curves(curves: pd.DataFrame, title: str, path: Path) -> Path:
     for label, group in curves.groupby("label", sort=False):
         _band(ax, group, "grad_norm", label)
     ax.set(title=title, xlabel="training step", ylabel="gradient norm, all parameters (log scale)", yscale="log")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, title=f"seed mean, {SMOOTHING}-step smoothing; band = seed range", title_fontsize=8)
     return _save(fig, path)
 
 

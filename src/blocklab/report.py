@@ -26,7 +26,8 @@ def collect(params: Params, runs_dir: Path, baselines: dict) -> tuple[dict, dict
                     f"run {spec.key(seed)} has no results in {directory}: run `dvc repro` to train it"
                 )
             metrics = read_metrics(directory)
-            metrics["collapsed"] = abs(metrics["train_loss_last25"] - baselines["unigram"]) <= COLLAPSE_MARGIN
+            final = metrics["train_loss_last25"]
+            metrics["collapsed"] = final is not None and abs(final - baselines["unigram"]) <= COLLAPSE_MARGIN
             runs[spec.key(seed)] = metrics
             timings[spec.key(seed)] = read_timing(directory)
     return {"baselines": baselines, "runs": runs}, timings
@@ -86,6 +87,8 @@ def variant_table(runs: pd.DataFrame, reference: dict, ablation: str, baselines:
             "feed-forward share": f"{group['share_feed_forward'].iloc[0]:.0%}",
             "max grad norm": f"{group['max_grad_norm'].max():.1f}",
             "collapsed": f"{collapsed}/{len(group)}",
+            "diverged": ", ".join(f"seed {s} at step {d}" for s, d, x in
+                                  zip(group["seed"], group["diverged_at_step"], group["diverged"]) if x) or "no",
         })
     return pd.DataFrame(rows).to_markdown(index=False)
 
@@ -108,6 +111,10 @@ def finding(runs: pd.DataFrame, baselines: dict, figures: list[str]) -> str:
         )
     else:
         sentences.append(f"No run collapsed to the unigram baseline ({baselines['unigram']:.3f}).")
+    diverged = runs[runs["diverged"]]
+    if len(diverged):
+        sentences.append("Diverged (loss or gradient not finite; stopped there): " + ", ".join(
+            f"{r.label} seed {r.seed} at step {int(r.diverged_at_step)}" for r in diverged.itertuples()) + ".")
     if "depth" in figures:
         for residual, group in runs.groupby("residual", sort=False):
             by_depth = group.groupby("n_layers")["val_loss"].mean()

@@ -6,6 +6,7 @@ AdamW (PyTorch defaults but the learning rate), batches drawn from a seeded
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import time
@@ -115,6 +116,7 @@ def train_run(
     losses = torch.empty(steps, device=device)
     grad_norms = torch.empty(steps, device=device)
     val_losses: dict[int, float] = {}
+    diverged_at: int | None = None  # a loss or gradient norm that is NaN or infinite ends the run there
     started = time.perf_counter()
     for step in tqdm(range(steps), desc=progress, disable=progress is None, position=position, leave=False):
         starts = torch.randint(0, len(train) - T - 1, (B,), generator=generator).to(device)
@@ -126,31 +128,44 @@ def train_run(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norms[step] = torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.grad for p in params])))
-        optimizer.step()
         losses[step] = loss.detach()
+        if not bool(torch.isfinite(losses[step]) & torch.isfinite(grad_norms[step])):
+            diverged_at = step  # stop before the step: the weights stay finite for the last evaluation
+            val_losses[step] = evaluate_loss(model, val_x, val_y)
+            break
+        optimizer.step()
         if (step + 1) % train_cfg.eval_interval == 0 or step + 1 == steps:
             val_losses[step] = evaluate_loss(model, val_x, val_y)
     seconds = time.perf_counter() - started
 
+    done = steps if diverged_at is None else diverged_at + 1
     curve = [
         {"step": step, "loss": loss, "grad_norm": norm, "lr": learning_rate(train_cfg, step),
          "val_loss": val_losses.get(step)}
-        for step, (loss, norm) in enumerate(zip(losses.tolist(), grad_norms.tolist()))
+        for step, (loss, norm) in enumerate(zip(losses[:done].tolist(), grad_norms[:done].tolist()))
     ]
-    last = losses[-LAST_STEPS:].tolist()
+    last = [x for x in losses[:done][-LAST_STEPS:].tolist() if math.isfinite(x)]
+    finite_norms = [r["grad_norm"] for r in curve if math.isfinite(r["grad_norm"])]
     counts = parameter_counts(model)
     metrics = {
-        "train_loss_last25": sum(last) / len(last),
-        "val_loss": val_losses[steps - 1],
-        "max_grad_norm": max(r["grad_norm"] for r in curve),
+        # None where a diverged run has no finite value to report (JSON has no NaN).
+        "train_loss_last25": sum(last) / len(last) if last else None,
+        "val_loss": _finite_or_none(val_losses[done - 1]),
+        "max_grad_norm": max(finite_norms) if finite_norms else None,
+        "diverged": diverged_at is not None,
+        "diverged_at_step": diverged_at,
         "n_params": counts["total"],
         "n_params_attention": counts["attention"],
         "n_params_feed_forward": counts["feed_forward"],
         "share_attention": counts["attention"] / counts["total"],
         "share_feed_forward": counts["feed_forward"] / counts["total"],
-        "steps": steps,
+        "steps": done,
     }
     return RunResult(curve=curve, metrics=metrics, seconds=seconds)
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def _train_job(job: dict) -> RunResult:

@@ -1,0 +1,94 @@
+"""Every mistake a person makes in params.yaml is reported once, in words: key, value, what is allowed."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from blocklab.config import ParamsError, load_params
+
+from conftest import ROOT
+
+REPO_PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def set_key(params: dict, dotted: str, value) -> dict:
+    *parents, last = dotted.split(".")
+    node = params
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return params
+
+
+def with_change(dotted: str, value) -> dict:
+    return set_key(yaml.safe_load(yaml.safe_dump(REPO_PARAMS)), dotted, value)
+
+
+MISTAKES = {
+    "heads not dividing the width": (
+        "defaults.model.n_heads", 5, r"n_heads=5 must divide d_model=64"),
+    "zero steps": (
+        "ablations.norm_order.train.steps", 0, r"'ablations.norm_order.train.steps' = 0: Input should be greater than 0"),
+    "negative learning rate": (
+        "ablations.norm_order.train.lr", -0.01, r"'ablations.norm_order.train.lr' = -0.01: Input should be greater than 0"),
+    "zero batch size": (
+        "defaults.train.batch_size", 0, r"'defaults.train.batch_size' = 0: Input should be greater than 0"),
+    "zero context": ("defaults.model.context", 0, r"'defaults.model.context' = 0: Input should be greater than 0"),
+    "negative width": (
+        "ablations.residual.model.d_model", -64, r"'ablations.residual.model.d_model' = -64: Input should be greater than 0"),
+    "zero layers": (
+        "ablations.depth.variants.l1.model.n_layers", 0,
+        r"'ablations.depth.variants.l1.model.n_layers' = 0: Input should be greater than 0"),
+    "zero feed-forward multiplier": (
+        "ablations.ffn_mult.variants.x1.model.ffn_mult", 0,
+        r"'ablations.ffn_mult.variants.x1.model.ffn_mult' = 0: Input should be greater than 0"),
+    "unknown norm": (
+        "ablations.norm_order.variants.post.model.norm", "middle",
+        r"'ablations.norm_order.variants.post.model.norm' = 'middle': Input should be 'pre' or 'post'"),
+    "unknown activation": (
+        "ablations.activation.variants.relu.model.activation", "tanh",
+        r"'ablations.activation.variants.relu.model.activation' = 'tanh': Input should be 'gelu' or 'relu'"),
+    "negative warmup": (
+        "ablations.warmup.variants.w25.train.warmup", -25,
+        r"'ablations.warmup.variants.w25.train.warmup' = -25: Input should be greater than or equal to 0"),
+    "empty seed list": (
+        "ablations.norm_order.seeds", [], r"'ablations.norm_order.seeds' = \[\]: List should have at least 1 item"),
+    "variant override naming a key that does not exist": (
+        "ablations.norm_order.variants.post.model.nrom", "post",
+        r"unknown key 'ablations.norm_order.variants.post.model.nrom' .*did you mean 'norm'\?"),
+    "validation fraction of 1": (
+        "data.val_fraction", 1.0, r"'data.val_fraction' = 1.0: Input should be less than 1"),
+    "validation fraction of 0": (
+        "data.val_fraction", 0, r"'data.val_fraction' = 0: Input should be greater than 0"),
+    "unknown ablation field": (
+        "ablations.norm_order.lerning_rate", 0.1,
+        r"unknown key 'ablations.norm_order.lerning_rate' \(allowed here: .*\)"),
+    "misspelt training key": (
+        "ablations.norm_order.train.warmpu", 10, r"unknown key 'ablations.norm_order.train.warmpu'.*did you mean 'warmup'\?"),
+}
+
+
+@pytest.mark.parametrize("dotted, value, message", MISTAKES.values(), ids=MISTAKES.keys())
+def test_a_bad_parameter_is_named_with_its_value_and_what_is_allowed(tmp_path, dotted, value, message):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(with_change(dotted, value)))
+    with pytest.raises(ParamsError, match=message):
+        load_params(path)
+
+
+def test_a_stage_with_a_bad_parameter_fails_before_writing_anything(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(with_change("ablations.norm_order.train.steps", -5)))
+    out = tmp_path / "runs"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "stages" / "train.py"), "--ablation", "norm_order", "--variant", "post",
+         "--params", str(params), str(tmp_path), str(out)],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 1
+    assert "Error: params.yaml has 1 problem" in result.stderr
+    assert "'ablations.norm_order.train.steps' = -5" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()

@@ -1,0 +1,157 @@
+"""MLflow tracking through a real local sqlite store and a real `mlflow server` (no mocks)."""
+
+import json
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from blocklab.config import load_params
+from blocklab.tracking import RUN_KEY_TAG, ensure_store, track, workspace_root
+
+from conftest import make_small_project
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A small project after `dvc repro` (which ends by logging to <project>/mlflow.db)."""
+    project = make_small_project(tmp_path_factory.mktemp("tracked"))
+    project.first_repro = project.run("dvc", "repro")
+    return project
+
+
+def client_for(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def runs_in(uri: str, experiment: str) -> list:
+    client = client_for(uri)
+    found = client.get_experiment_by_name(experiment)
+    return [] if found is None else client.search_runs([found.experiment_id])
+
+
+def test_the_pipeline_logs_every_run_with_params_steps_and_artifacts(project):
+    uri = f"sqlite:///{project.root / 'mlflow.db'}"
+    metrics = json.loads((project.root / "reports" / "metrics.json").read_text())
+    params = project.params
+    for key, final in metrics["runs"].items():
+        ablation, variant, seed = key.split("/")
+        runs = [r for r in runs_in(uri, f"blocklab/{ablation}") if r.info.run_name == f"{variant}/{seed}"]
+        assert len(runs) == 1, key
+        run = runs[0]
+        assert run.data.tags[RUN_KEY_TAG].startswith(key + "@")
+        assert run.data.tags["dvc.stage"] == f"train_{ablation}@{variant}"
+        assert run.data.params["train.steps"] == str(params["ablations"][ablation]["train"]["steps"])
+        assert run.data.params["model.norm"] in {"pre", "post"}
+        assert run.data.metrics["train_loss_last25"] == pytest.approx(final["train_loss_last25"])
+        assert run.data.metrics["baseline_unigram"] == pytest.approx(metrics["baselines"]["unigram"])
+        history = client_for(uri).get_metric_history(run.info.run_id, "train_loss")
+        assert [m.step for m in history] == list(range(final["steps"]))
+        artifacts = {a.path for a in client_for(uri).list_artifacts(run.info.run_id)}
+        assert {"curve.csv", f"{ablation}_loss.png"} <= artifacts
+
+
+def test_an_unreachable_store_costs_no_result_and_track_catches_up_without_duplicates(project, tmp_path):
+    env = {**project.env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}
+    started = time.perf_counter()
+    down = subprocess.run(["dvc", "repro", "--force", "track"], cwd=project.root, env=env, capture_output=True,
+                          text=True)
+    assert down.returncode == 0, down.stderr
+    assert time.perf_counter() - started < 120  # fails fast, no minutes of retries
+    n_runs = len(json.loads((project.root / "reports" / "metrics.json").read_text())["runs"])
+    assert f"warning: {n_runs} runs were NOT logged to MLflow" in down.stderr
+    assert "norm_order/pre/seed0" in down.stderr
+
+    store = f"sqlite:///{tmp_path / 'later.db'}"
+    first = project.run("blocklab", "track", "--tracking-uri", store)
+    assert f"{n_runs} runs logged, 0 already there" in first.stdout
+    second = project.run("blocklab", "track", "--tracking-uri", store)
+    assert f"0 runs logged, {n_runs} already there" in second.stdout
+    assert len(runs_in(store, "blocklab/norm_order")) == sum(
+        k.startswith("norm_order/") for k in json.loads((project.root / "reports" / "metrics.json").read_text())["runs"])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_a_real_mlflow_server_serves_one_experiments_runs_over_rest(project, tmp_path):
+    port = _free_port()
+    mlflow = Path(sys.executable).with_name("mlflow")
+    server = subprocess.Popen(
+        [str(mlflow), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+         "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2):
+                    break
+            except OSError:
+                if time.time() > deadline or server.poll() is not None:
+                    raise AssertionError("mlflow server did not start")
+                time.sleep(0.5)
+        project.run("blocklab", "track", "--tracking-uri", base)
+        with urllib.request.urlopen(
+                f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=blocklab/norm_order", timeout=30) as r:
+            experiment_id = json.loads(r.read())["experiment"]["experiment_id"]
+        found = _post(f"{base}/api/2.0/mlflow/runs/search", {"experiment_ids": [experiment_id]})["runs"]
+        names = sorted(run["info"]["run_name"] for run in found)
+        variants = project.params["ablations"]["norm_order"]["variants"]
+        seeds = project.params["ablations"]["norm_order"]["seeds"]
+        assert names == sorted(f"{v}/seed{s}" for v in variants for s in seeds)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _track_one_ablation(root: str, ablation: str, uri: str, queue) -> None:
+    os.chdir(root)
+    params = load_params("params.yaml")
+    only = params.model_copy(update={"ablations": {ablation: params.ablations[ablation]}})
+    baselines = json.loads(Path("reports/metrics.json").read_text())["baselines"]
+    queue.put(track(only, Path("data/runs"), baselines, Path("reports/figures"), uri=uri))
+
+
+def test_two_processes_logging_at_once_to_a_pre_created_store_both_land(project, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'shared.db'}"
+    ensure_store(uri)
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    workers = [context.Process(target=_track_one_ablation, args=(str(project.root), name, uri, queue))
+               for name in ("norm_order", "warmup")]
+    for w in workers:
+        w.start()
+    results = [queue.get(timeout=300) for _ in workers]
+    for w in workers:
+        w.join(timeout=60)
+    assert all(not r["failed"] for r in results), results
+    landed = {name: len(runs_in(uri, f"blocklab/{name}")) for name in ("norm_order", "warmup")}
+    assert all(landed.values()) and sum(landed.values()) == sum(len(r["logged"]) for r in results)
+
+
+def test_queue_workers_temporary_copies_resolve_to_the_workspace_store(tmp_path):
+    inside = tmp_path / "ws" / ".dvc" / "tmp" / "exps" / "tmpab12cd"
+    inside.mkdir(parents=True)
+    assert workspace_root(inside) == (tmp_path / "ws").resolve()
+    assert workspace_root(tmp_path) == tmp_path.resolve()
