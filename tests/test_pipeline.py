@@ -20,7 +20,8 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     result = small_project.first_repro
     ran = stages_run(result.stdout)
     assert ran.index("download") < ran.index("encode") < ran.index("baselines") < ran.index("evaluate")
-    assert ran[-2:] == ["evaluate", "report"]
+    assert ran[-4:] == ["evaluate", "report", "track", "check"]  # the verdicts come last
+    assert "2 of 2 claims hold" in result.stdout
     metrics = json.loads((small_project.root / "reports" / "metrics.json").read_text())
 
     params = small_project.params
@@ -36,7 +37,7 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     timings = json.loads((small_project.root / "reports" / "timings.json").read_text())
     assert set(timings) == expected_keys and all(t["tokens_per_second"] > 0 for t in timings.values())
     summary = (small_project.root / "reports" / "summary.md").read_text()
-    assert "norm_order/post_warmup/seed1" in summary and "unigram entropy" in summary
+    assert "pre-norm" in summary and "unigram entropy" in summary and "**Finding.**" in summary
     curve = (small_project.root / "data/runs/norm_order/pre/seed0/curve.csv").read_text().splitlines()
     assert curve[0] == "step,loss,grad_norm,lr,val_loss" and len(curve) == 13
 
@@ -60,13 +61,25 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     assert stages_run(again.stdout) == []
 
 
+def test_the_same_parameters_give_byte_identical_metrics_and_curves(reproduced_project):
+    root = reproduced_project.root
+    files = [root / "reports" / "metrics.json", root / "data/runs/norm_order/pre/seed0/curve.csv",
+             root / "data/runs/norm_order/pre/seed1/metrics.json"]
+    before = [f.read_bytes() for f in files]
+    timings_before = (root / "reports" / "timings.json").read_bytes()
+    reproduced_project.run("dvc", "repro", "--force", "--single-item", "train_norm_order@pre")
+    reproduced_project.run("dvc", "repro", "evaluate")
+    assert [f.read_bytes() for f in files] == before
+    assert (root / "reports" / "timings.json").read_bytes() != timings_before  # wall times live apart
+
+
 def test_changing_one_ablations_learning_rate_reruns_only_its_stages(reproduced_project):
     small_project = reproduced_project
     small_project.commit("baseline results")
     result = small_project.run("dvc", "exp", "run", "-S", "ablations.norm_order.train.lr=1e-05")
     ran = stages_run(result.stdout)
     variants = small_project.params["ablations"]["norm_order"]["variants"]
-    assert sorted(ran) == sorted([f"train_norm_order@{v}" for v in variants] + ["evaluate", "report"])
+    assert sorted(ran) == sorted([f"train_norm_order@{v}" for v in variants] + ["evaluate", "report", "track", "check"])
 
 
 @pytest.mark.slow

@@ -1,0 +1,53 @@
+"""Killing a training stage leaves nothing DVC accepts as finished; the next `dvc repro` completes it."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import make_small_project
+
+STAGE = "train_norm_order@pre"
+
+
+@pytest.fixture(scope="module")
+def long_project(tmp_path_factory):
+    """A small project whose norm_order runs last long enough to be interrupted, trained once."""
+    project = make_small_project(tmp_path_factory.mktemp("interrupted"))
+    params = project.params
+    params["ablations"]["norm_order"]["train"]["steps"] = 3000
+    project.params = params
+    project.run("dvc", "repro", STAGE)
+    project.reference = {p.relative_to(project.root): p.read_bytes()
+                         for p in (project.root / "data/runs/norm_order/pre").rglob("*") if p.name != "timing.json"
+                         and p.is_file()}
+    return project
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_killed_training_stage_is_not_accepted_and_the_rerun_equals_an_uninterrupted_run(long_project, sig):
+    project = long_project
+    process = subprocess.Popen(["dvc", "repro", "--force", "--single-item", STAGE], cwd=project.root,
+                               env=project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    seen = b""
+    deadline = time.time() + 120
+    while b"norm_order/pre/seed0:" not in seen:  # the progress bar: training has started
+        assert time.time() < deadline and process.poll() is None, seen.decode(errors="replace")
+        seen += os.read(process.stdout.fileno(), 4096)
+    time.sleep(1)
+    os.killpg(process.pid, sig)
+    process.wait(timeout=60)
+    assert process.returncode != 0
+
+    status = project.run("dvc", "status", STAGE).stdout
+    assert STAGE in status  # not accepted as finished
+
+    project.run("dvc", "repro", STAGE)
+    rerun = {p.relative_to(project.root): p.read_bytes()
+             for p in (project.root / "data/runs/norm_order/pre").rglob("*") if p.name != "timing.json" and p.is_file()}
+    assert rerun == project.reference
+    assert "up to date" in project.run("dvc", "status", STAGE).stdout
