@@ -27,5 +27,5 @@ test-fast: install  ## the suite without the slow reproductions
 	python -m pytest -m "not slow"
 
 clean:            ## remove pipeline outputs (keeps the venv)
-	rm -rf data reports/*.json reports/*.md reports/figures
+	rm -rf data reports/*.json reports/*.md reports/figures reports/curves
 	git checkout -- reports/README.md
