@@ -169,6 +169,9 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
         return result
     for spec, seed in runs:
         directory = run_dir(Path(runs_dir) / spec.ablation / spec.variant, seed)
+        if not (directory / "metrics.json").exists():
+            result["failed"][spec.key(seed)] = f"not trained: no results in {directory} (run `dvc repro`)"
+            continue
         key = run_key(spec, seed, directory)
         if key in done:
             result["already"] += 1
