@@ -183,3 +183,28 @@ def test_four_queued_experiments_run_two_at_a_time_and_all_land_in_the_workspace
     assert len(names) == 4, names
     learning_rates = {r.data.params["train.lr"] for r in runs if r.data.tags.get("DVC_EXP_NAME")}
     assert learning_rates == {str(float(lr)) for lr in rates}
+
+
+def test_blocklab_ui_serves_the_store_on_127_0_0_1_and_prints_the_url(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'ui.db'}"
+    ensure_store(uri)
+    client_for(uri).create_experiment("blocklab/norm_order")
+    port = _free_port()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    ui = subprocess.Popen(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        assert ui.stdout.readline().strip().endswith(f"http://127.0.0.1:{port}  (Ctrl-C to stop)")
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                assert time.time() < deadline and ui.poll() is None, "blocklab ui did not start"
+                time.sleep(0.5)
+        found = _post(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search", {"max_results": 10})
+        assert "blocklab/norm_order" in {e["name"] for e in found["experiments"]}
+    finally:
+        os.killpg(ui.pid, 15)
+        ui.wait(timeout=30)
