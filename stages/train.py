@@ -22,13 +22,17 @@ from blocklab.training import train_seeds  # noqa: E402
 @click.argument("encoded", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--checkpoints", "checkpoint_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where long runs keep checkpoints to resume from (outside DVC's outputs, which DVC "
+                   "removes before a stage runs).")
 @reports_errors
-def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file: str) -> None:
+def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file: str,
+         checkpoint_dir: Path | None) -> None:
     spec = load_params(params_file).spec(ablation, variant)
     corpus = load_corpus(encoded)
     results = train_seeds(
         spec.model, spec.train, spec.seeds, corpus.train, corpus.val, corpus.vocab_size,
-        label=f"{spec.ablation}/{spec.variant}",
+        label=f"{spec.ablation}/{spec.variant}", checkpoint_dir=checkpoint_dir,
     )
     for seed, result in results.items():
         write_run(run_dir(out_dir, seed), result, tokens_per_step=spec.train.batch_size * spec.model.context)

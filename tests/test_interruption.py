@@ -1,6 +1,8 @@
-"""Killing a training stage leaves nothing DVC accepts as finished; the next `dvc repro` completes it."""
+"""Killing a training stage leaves nothing DVC accepts as finished; the next `dvc repro` resumes the
+runs from their checkpoints and ends with exactly the uninterrupted results."""
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -18,6 +20,7 @@ def long_project(tmp_path_factory):
     project = make_small_project(tmp_path_factory.mktemp("interrupted"))
     params = project.params
     params["ablations"]["norm_order"]["train"]["steps"] = 3000
+    params["defaults"]["train"]["checkpoint_every"] = 500
     project.params = params
     project.run("dvc", "repro", STAGE)
     project.reference = {p.relative_to(project.root): p.read_bytes()
@@ -30,23 +33,27 @@ def long_project(tmp_path_factory):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_a_killed_training_stage_is_not_accepted_and_the_rerun_equals_an_uninterrupted_run(long_project, sig):
     project = long_project
+    shutil.rmtree(project.root / "data/runs/norm_order/pre")  # as if never trained: DVC must train it
     process = subprocess.Popen(["dvc", "repro", "--force", "--single-item", STAGE], cwd=project.root,
                                env=project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
+    checkpoint = project.root / "data/checkpoints/norm_order/pre/seed0.pt"
     seen = b""
     deadline = time.time() + 120
-    while b"norm_order/pre/seed0:" not in seen:  # the progress bar: training has started
+    while not checkpoint.exists():  # killed mid-run, after its first checkpoint
         assert time.time() < deadline and process.poll() is None, seen.decode(errors="replace")
         seen += os.read(process.stdout.fileno(), 4096)
-    time.sleep(1)
+    time.sleep(0.5)
     os.killpg(process.pid, sig)
     process.wait(timeout=60)
     assert process.returncode != 0
 
     status = project.run("dvc", "status", STAGE).stdout
     assert STAGE in status  # not accepted as finished
+    assert checkpoint.exists()
 
-    project.run("dvc", "repro", STAGE)
+    project.run("dvc", "repro", "--force", "--single-item", STAGE)  # resumes from the checkpoint
+    assert not checkpoint.exists()
     rerun = {p.relative_to(project.root): p.read_bytes()
              for p in (project.root / "data/runs/norm_order/pre").rglob("*") if p.name != "timing.json" and p.is_file()}
     assert rerun == project.reference

@@ -101,3 +101,44 @@ def test_seeds_trained_side_by_side_equal_seeds_trained_alone():
     for seed in (0, 1):
         alone = train_run(SMALL_MODEL, cfg, seed, train, val, vocab)
         assert together[seed].curve == alone.curve and together[seed].metrics == alone.metrics
+
+
+def test_an_interrupted_long_run_resumes_from_its_checkpoint_to_the_uninterrupted_curve(tmp_path, monkeypatch):
+    from blocklab import training
+
+    train, val, vocab = corpus()
+    cfg = TrainConfig(steps=30, lr=1e-2, batch_size=4, eval_interval=5, eval_windows=8, device="cpu",
+                      checkpoint_every=10)
+    uninterrupted = train_run(SMALL_MODEL, cfg, 0, train, val, vocab)
+    checkpoint = tmp_path / "seed0.pt"
+    save = training._save_checkpoint
+
+    def save_then_crash(path, state):  # the process dies right after its second checkpoint
+        save(path, state)
+        if state["step"] == 20:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "_save_checkpoint", save_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(SMALL_MODEL, cfg, 0, train, val, vocab, checkpoint=checkpoint)
+    monkeypatch.undo()
+    assert torch.load(checkpoint, weights_only=False)["step"] == 20
+
+    resumed = train_run(SMALL_MODEL, cfg, 0, train, val, vocab, checkpoint=checkpoint)
+    assert resumed.curve == uninterrupted.curve and resumed.metrics == uninterrupted.metrics
+    assert not checkpoint.exists()
+
+
+def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path):
+    train, val, vocab = corpus()
+    checkpoint = tmp_path / "seed0.pt"
+    cfg = TrainConfig(steps=30, lr=1e-2, batch_size=4, eval_interval=5, eval_windows=8, device="cpu",
+                      checkpoint_every=10)
+    other = TrainConfig(steps=30, lr=5e-3, batch_size=4, eval_interval=5, eval_windows=8, device="cpu",
+                        checkpoint_every=10)
+    from blocklab.training import _save_checkpoint
+
+    _save_checkpoint(checkpoint, {"fingerprint": {"other": True}, "step": 20})
+    fresh = train_run(SMALL_MODEL, cfg, 0, train, val, vocab, checkpoint=checkpoint)
+    assert fresh.curve == train_run(SMALL_MODEL, cfg, 0, train, val, vocab).curve
+    assert fresh.curve != train_run(SMALL_MODEL, other, 0, train, val, vocab).curve

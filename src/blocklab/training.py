@@ -13,7 +13,8 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass as plain_dataclass
+from dataclasses import asdict, dataclass as plain_dataclass
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -38,6 +39,7 @@ class TrainConfig:
     eval_interval: PositiveInt = 50
     eval_windows: PositiveInt = 256
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    checkpoint_every: NonNegativeInt = 1000  # runs longer than this save a checkpoint this often; 0: never
 
 
 def resolve_device(name: str) -> torch.device:
@@ -94,8 +96,13 @@ def train_run(
     vocab_size: int,
     progress: str | None = None,
     position: int = 0,
+    checkpoint: Path | None = None,
 ) -> RunResult:
-    """Train one seed exactly as the lesson does and return its curve and final metrics."""
+    """Train one seed exactly as the lesson does and return its curve and final metrics.
+
+    With a `checkpoint` path, a run longer than `checkpoint_every` steps saves its whole state there
+    every `checkpoint_every` steps and, started again after an interruption, resumes from it: the
+    resumed curve is the uninterrupted one. The file is removed when the run completes."""
     device = resolve_device(train_cfg.device)
     T, B = model_cfg.context, train_cfg.batch_size
     if len(train) < T + 2:
@@ -117,8 +124,22 @@ def train_run(
     grad_norms = torch.empty(steps, device=device)
     val_losses: dict[int, float] = {}
     diverged_at: int | None = None  # a loss or gradient norm that is NaN or infinite ends the run there
+    every = train_cfg.checkpoint_every if checkpoint is not None and steps > train_cfg.checkpoint_every > 0 else 0
+    fingerprint = {"model": asdict(model_cfg), "train": asdict(train_cfg), "seed": seed, "vocab": vocab_size,
+                   "n_train": len(train)}
+    first = 0
+    if every and Path(checkpoint).exists():
+        saved = torch.load(checkpoint, map_location=device, weights_only=False)
+        if saved["fingerprint"] == fingerprint:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            generator.set_state(saved["generator"])
+            first = saved["step"]
+            losses[:first], grad_norms[:first] = saved["losses"], saved["grad_norms"]
+            val_losses.update(saved["val_losses"])
     started = time.perf_counter()
-    for step in tqdm(range(steps), desc=progress, disable=progress is None, position=position, leave=False):
+    for step in tqdm(range(first, steps), desc=progress, disable=progress is None, position=position, leave=False,
+                     initial=first, total=steps):
         starts = torch.randint(0, len(train) - T - 1, (B,), generator=generator).to(device)
         chunk = train_on_device[starts[:, None] + windows]  # (B, T + 1)
         for group in optimizer.param_groups:
@@ -136,7 +157,15 @@ def train_run(
         optimizer.step()
         if (step + 1) % train_cfg.eval_interval == 0 or step + 1 == steps:
             val_losses[step] = evaluate_loss(model, val_x, val_y)
+        if every and (step + 1) % every == 0 and step + 1 < steps:
+            _save_checkpoint(checkpoint, {
+                "fingerprint": fingerprint, "step": step + 1, "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+                "losses": losses[: step + 1].clone(), "grad_norms": grad_norms[: step + 1].clone(),
+                "val_losses": dict(val_losses)})
     seconds = time.perf_counter() - started
+    if every:
+        Path(checkpoint).unlink(missing_ok=True)
 
     done = steps if diverged_at is None else diverged_at + 1
     curve = [
@@ -164,6 +193,15 @@ def train_run(
     return RunResult(curve=curve, metrics=metrics, seconds=seconds)
 
 
+def _save_checkpoint(path: Path, state: dict) -> None:
+    """Write atomically: an interruption while saving leaves the previous checkpoint intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".part")
+    torch.save(state, partial)
+    os.replace(partial, path)
+
+
 def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -180,6 +218,7 @@ def train_seeds(
     val: torch.Tensor,
     vocab_size: int,
     label: str | None = None,
+    checkpoint_dir: Path | None = None,
 ) -> dict[int, RunResult]:
     """Train every seed of one variant; on the CPU, side by side in worker processes.
 
@@ -189,7 +228,8 @@ def train_seeds(
     two two-threaded processes on two cores crawl (1.7 steps/s each instead of 10.8, measured here)."""
     jobs = [
         dict(model_cfg=model_cfg, train_cfg=train_cfg, seed=seed, train=train, val=val, vocab_size=vocab_size,
-             progress=None if label is None else f"{label}/seed{seed}", position=i)
+             progress=None if label is None else f"{label}/seed{seed}", position=i,
+             checkpoint=None if checkpoint_dir is None else Path(checkpoint_dir) / f"seed{seed}.pt")
         for i, seed in enumerate(seeds)
     ]
     if len(jobs) == 1 or resolve_device(train_cfg.device).type != "cpu":
