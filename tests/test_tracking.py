@@ -84,6 +84,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until_healthy(base: str, process: subprocess.Popen, seconds: float = 240) -> None:
+    """Until the server answers /health; start-up imports MLflow, slow on a loaded machine."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2):
+                return
+        except OSError:
+            assert time.time() < deadline and process.poll() is None, f"{process.args[0]} did not start"
+            time.sleep(0.5)
+
+
 def _post(url: str, body: dict) -> dict:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -101,15 +113,7 @@ def test_a_real_mlflow_server_serves_one_experiments_runs_over_rest(project, tmp
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 240  # start-up imports torch and MLflow: slow on a loaded machine
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2):
-                    break
-            except OSError:
-                if time.time() > deadline or server.poll() is not None:
-                    raise AssertionError("mlflow server did not start")
-                time.sleep(0.5)
+        wait_until_healthy(base, server)
         project.run("blocklab", "track", "--tracking-uri", base)
         with urllib.request.urlopen(
                 f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=blocklab/norm_order", timeout=30) as r:
@@ -195,14 +199,7 @@ def test_blocklab_ui_serves_the_store_on_127_0_0_1_and_prints_the_url(tmp_path):
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         assert ui.stdout.readline().strip().endswith(f"http://127.0.0.1:{port}  (Ctrl-C to stop)")
-        deadline = time.time() + 240  # start-up imports torch and MLflow: slow on a loaded machine
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                    break
-            except OSError:
-                assert time.time() < deadline and ui.poll() is None, "blocklab ui did not start"
-                time.sleep(0.5)
+        wait_until_healthy(f"http://127.0.0.1:{port}", ui)
         found = _post(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search", {"max_results": 10})
         assert "blocklab/norm_order" in {e["name"] for e in found["experiments"]}
     finally:
