@@ -119,3 +119,45 @@ def test_feed_forward_multiplier_sets_the_hidden_width():
     ffn = FeedForward(ModelConfig(d_model=32, ffn_mult=8))
     assert ffn.widen.out_features == 256 and ffn.narrow.in_features == 256
     assert sum(p.numel() for p in ffn.parameters()) == 2 * 32 * 256 + 256 + 32
+
+
+def _gradients(model: TinyLM, threads: int) -> dict[str, torch.Tensor]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(0)
+        idx = torch.randint(0, VOCAB, (32, 33), generator=g)
+        model.zero_grad(set_to_none=True)
+        logits = model(idx[:, :-1])
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten()).backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters()}
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_one_thread_summing_norm_gradients_as_two_threads_gives_the_two_thread_gradients_bitwise(norm):
+    from blocklab.model import sum_norm_gradients_like
+
+    model = build_model(ModelConfig(norm=norm), VOCAB, 0)
+    two_threads = _gradients(model, 2)
+    one_thread = _gradients(model, 1)
+    norms = [name for name in two_threads if ".ln" in name]
+    # What the emulation is for: ATen's LayerNorm sums these per thread, so one thread rounds otherwise.
+    assert any(not torch.equal(one_thread[name], two_threads[name]) for name in norms)
+    emulated = _gradients(sum_norm_gradients_like(model, 2), 1)
+    assert all(torch.equal(emulated[name], two_threads[name]) for name in two_threads)
+
+
+def test_summing_norm_gradients_in_blocks_leaves_the_forward_pass_and_evaluation_unchanged():
+    from blocklab.model import sum_norm_gradients_like
+
+    model = build_model(ModelConfig(n_layers=2), VOCAB, 0)
+    idx = torch.randint(0, VOCAB, (4, 32), generator=torch.Generator().manual_seed(1))
+    plain = model(idx)
+    with torch.no_grad():
+        plain_eval = model(idx)
+    sum_norm_gradients_like(model, 3)
+    assert torch.equal(model(idx), plain)
+    with torch.no_grad():
+        assert torch.equal(model(idx), plain_eval)

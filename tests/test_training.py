@@ -92,15 +92,30 @@ def test_a_healthy_run_is_not_marked_diverged():
     assert m["diverged"] is False and m["diverged_at_step"] is None and m["steps"] == 10
 
 
-def test_seeds_trained_side_by_side_equal_seeds_trained_alone():
+@pytest.mark.parametrize("model_cfg, vocab", [
+    (SMALL_MODEL, 11),  # shapes whose matrix products round by thread count here: workers keep every thread
+    (ModelConfig(n_layers=2, norm="post"), 65),  # the lesson's sizes: one thread each, norms summed as two
+])
+def test_seeds_trained_side_by_side_equal_seeds_trained_alone(model_cfg, vocab):
     from blocklab.training import train_seeds
 
-    train, val, vocab = corpus()
-    cfg = TrainConfig(steps=15, lr=1e-2, batch_size=4, eval_interval=5, eval_windows=8, device="cpu")
-    together = train_seeds(SMALL_MODEL, cfg, [0, 1], train, val, vocab)
-    for seed in (0, 1):
-        alone = train_run(SMALL_MODEL, cfg, seed, train, val, vocab)
+    train, val, vocab = corpus(vocab=vocab)
+    cfg = TrainConfig(steps=15, lr=1e-2, batch_size=32, eval_interval=5, eval_windows=64, device="cpu")
+    together = train_seeds(model_cfg, cfg, [0, 1, 2], train, val, vocab)
+    for seed in (0, 1, 2):
+        alone = train_run(model_cfg, cfg, seed, train, val, vocab)
         assert together[seed].curve == alone.curve and together[seed].metrics == alone.metrics
+
+
+def test_side_by_side_workers_get_one_thread_each_only_where_that_rounds_as_the_default():
+    from blocklab.training import threads_per_worker
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("needs torch's default thread count to be at least 2")
+    threads = torch.get_num_threads()
+    cfg = TrainConfig(batch_size=32, eval_windows=64)
+    assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=threads) == 1
+    assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=1) == threads
 
 
 def test_an_interrupted_long_run_resumes_from_its_checkpoint_to_the_uninterrupted_curve(tmp_path, monkeypatch):
@@ -142,3 +157,18 @@ def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path):
     fresh = train_run(SMALL_MODEL, cfg, 0, train, val, vocab, checkpoint=checkpoint)
     assert fresh.curve == train_run(SMALL_MODEL, cfg, 0, train, val, vocab).curve
     assert fresh.curve != train_run(SMALL_MODEL, other, 0, train, val, vocab).curve
+
+
+def test_a_written_run_reads_back_with_its_curve_and_metrics(tmp_path):
+    from blocklab.results import read_curve, read_metrics, read_timing, write_run
+
+    train, val, vocab = corpus()
+    cfg = TrainConfig(steps=12, batch_size=4, eval_interval=5, eval_windows=8, device="cpu")
+    result = train_run(SMALL_MODEL, cfg, 0, train, val, vocab)
+    write_run(tmp_path / "seed0", result, tokens_per_step=4 * SMALL_MODEL.context)
+    curve = read_curve(tmp_path / "seed0")
+    assert list(curve.columns) == ["step", "loss", "grad_norm", "lr", "val_loss"]
+    assert curve["loss"].tolist() == [row["loss"] for row in result.curve]  # floats survive exactly
+    assert curve["val_loss"].notna().tolist() == [row["val_loss"] is not None for row in result.curve]
+    assert read_metrics(tmp_path / "seed0") == result.metrics
+    assert read_timing(tmp_path / "seed0")["seconds"] == result.seconds

@@ -6,6 +6,7 @@ depth) is a field of `ModelConfig` and is read in exactly one place below.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Literal
 
 import torch
@@ -37,6 +38,76 @@ class ModelConfig:
 
 
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
+
+
+class LayerNorm(nn.LayerNorm):
+    """`nn.LayerNorm` that can sum its weight and bias gradients as `row_blocks` CPU threads would.
+
+    ATen's CPU LayerNorm backward gives each thread a contiguous block of rows, sums the weight and
+    bias gradients within each block, then adds the blocks' sums: the only result in this model that
+    depends on the thread count (every matrix product, attention, GELU, embedding and loss gradient
+    came out bitwise equal with 1 and 2 threads here). A single-threaded process whose norms sum in the
+    blocks of N threads therefore trains bit for bit as an N-thread process does, which is what lets
+    seeds train side by side on one core each and still give the numbers they give alone."""
+
+    row_blocks: int = 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.row_blocks == 1 or x.device.type != "cpu" or not torch.is_grad_enabled():
+            return super().forward(x)
+        return _BlockwiseLayerNorm.apply(x, self.weight, self.bias, self.eps, self.row_blocks)
+
+
+class _BlockwiseLayerNorm(torch.autograd.Function):
+    """ATen's own LayerNorm kernels; the backward runs one block of rows at a time, single-threaded, split
+    as `at::parallel_for` splits rows among threads (ceil(rows / blocks) each), and adds the blocks' weight
+    and bias gradients in thread order, as ATen's second pass does."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps, blocks):
+        shape = (x.shape[-1],)
+        y, mean, rstd = torch.native_layer_norm(x, shape, weight, bias, eps)
+        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        ctx.blocks = blocks
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, bias, mean, rstd = ctx.saved_tensors
+        n = x.shape[-1]
+        rows = x.numel() // n
+        dy, x2, mean, rstd = dy.reshape(rows, n), x.reshape(rows, n), mean.reshape(rows, 1), rstd.reshape(rows, 1)
+        size = -(-rows // min(ctx.blocks, rows))
+        dxs, dweight, dbias = [], None, None
+        with single_threaded():
+            for start in range(0, rows, size):
+                part = slice(start, start + size)
+                dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+                    dy[part], x2[part], (n,), mean[part], rstd[part], weight, bias, [True, True, True])
+                dxs.append(dx)
+                dweight = dw if dweight is None else dweight + dw
+                dbias = db if dbias is None else dbias + db
+        return torch.cat(dxs).view_as(x), dweight, dbias, None, None
+
+
+@contextmanager
+def single_threaded():
+    threads = torch.get_num_threads()
+    if threads > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if threads > 1:
+            torch.set_num_threads(threads)
+
+
+def sum_norm_gradients_like(model: nn.Module, threads: int) -> nn.Module:
+    """Make `model`'s LayerNorms sum their weight and bias gradients as `threads` CPU threads would."""
+    for module in model.modules():
+        if isinstance(module, LayerNorm):
+            module.row_blocks = threads
+    return model
 
 
 class CausalSelfAttention(nn.Module):
@@ -73,8 +144,8 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         # Creation order (norms, attention, feed-forward) fixes what a seed initialises.
-        self.ln1 = nn.LayerNorm(cfg.d_model)
-        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.ln1 = LayerNorm(cfg.d_model)
+        self.ln2 = LayerNorm(cfg.d_model)
         self.attn = CausalSelfAttention(cfg)
         self.ffn = FeedForward(cfg)
         self.pre_norm = cfg.norm == "pre"
@@ -99,7 +170,7 @@ class TinyLM(nn.Module):
         self.pos_emb = nn.Embedding(cfg.context, cfg.d_model)
         self.blocks = nn.Sequential(*(Block(cfg) for _ in range(cfg.n_layers)))
         # Post-norm blocks already end in a LayerNorm, so only pre-norm gets a final one.
-        self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        self.ln_f = LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.head = nn.Linear(cfg.d_model, vocab_size)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:

@@ -24,10 +24,13 @@ from pydantic.dataclasses import dataclass
 from tqdm import tqdm
 
 from blocklab.errors import BlocklabError
-from blocklab.model import ModelConfig, build_model, parameter_counts
+from blocklab.optimizer import AdamW
+from blocklab.model import ModelConfig, build_model, parameter_counts, sum_norm_gradients_like
 
 OMP_WAIT_POLICY = "OMP_WAIT_POLICY"
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
+EVAL_BATCH = 256  # validation windows per forward pass
+CHECKPOINT_FORMAT = 2  # 2: blocklab.optimizer.AdamW's state
 
 
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
@@ -76,7 +79,7 @@ class RunResult:
 
 
 @torch.no_grad()
-def evaluate_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 256) -> float:
+def evaluate_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = EVAL_BATCH) -> float:
     was_training = model.training
     model.eval()
     total = 0.0
@@ -97,12 +100,17 @@ def train_run(
     progress: str | None = None,
     position: int = 0,
     checkpoint: Path | None = None,
+    round_like_threads: int | None = None,
 ) -> RunResult:
     """Train one seed exactly as the lesson does and return its curve and final metrics.
 
     With a `checkpoint` path, a run longer than `checkpoint_every` steps saves its whole state there
     every `checkpoint_every` steps and, started again after an interruption, resumes from it: the
-    resumed curve is the uninterrupted one. The file is removed when the run completes."""
+    resumed curve is the uninterrupted one. The file is removed when the run completes.
+
+    With `round_like_threads`, a CPU run in a process with fewer threads sums what the thread count
+    rounds (LayerNorm's weight and bias gradients) as that many threads would: its numbers are then those
+    of a process with `round_like_threads` threads."""
     device = resolve_device(train_cfg.device)
     T, B = model_cfg.context, train_cfg.batch_size
     if len(train) < T + 2:
@@ -112,9 +120,10 @@ def train_run(
         )
     val_x, val_y = (t.to(device) for t in validation_windows(val, T, train_cfg.eval_windows))
     model = build_model(model_cfg, vocab_size, seed).to(device)
+    if round_like_threads is not None and round_like_threads != torch.get_num_threads():
+        sum_norm_gradients_like(model, round_like_threads)
     params = list(model.parameters())
-    # foreach: the same arithmetic as the default per-tensor loop (identical results), fewer dispatches.
-    optimizer = torch.optim.AdamW(params, lr=train_cfg.lr, foreach=True)
+    optimizer = AdamW(params, lr=train_cfg.lr)
     generator = torch.Generator().manual_seed(seed)  # batches are drawn on the CPU, as in the lesson
     windows = torch.arange(T + 1, device=device)
     train_on_device = train.to(device)
@@ -125,7 +134,7 @@ def train_run(
     val_losses: dict[int, float] = {}
     diverged_at: int | None = None  # a loss or gradient norm that is NaN or infinite ends the run there
     every = train_cfg.checkpoint_every if checkpoint is not None and steps > train_cfg.checkpoint_every > 0 else 0
-    fingerprint = {"model": asdict(model_cfg), "train": asdict(train_cfg), "seed": seed, "vocab": vocab_size,
+    fingerprint = {"format": CHECKPOINT_FORMAT, "model": asdict(model_cfg), "train": asdict(train_cfg), "seed": seed, "vocab": vocab_size,
                    "n_train": len(train)}
     first = 0
     if every and Path(checkpoint).exists():
@@ -142,11 +151,10 @@ def train_run(
                      initial=first, total=steps):
         starts = torch.randint(0, len(train) - T - 1, (B,), generator=generator).to(device)
         chunk = train_on_device[starts[:, None] + windows]  # (B, T + 1)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(train_cfg, step)
+        optimizer.lr = learning_rate(train_cfg, step)
         logits = model(chunk[:, :-1])
         loss = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten())
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
         grad_norms[step] = torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.grad for p in params])))
         losses[step] = loss.detach()
@@ -207,6 +215,7 @@ def _finite_or_none(value: float) -> float | None:
 
 
 def _train_job(job: dict) -> RunResult:
+    torch.set_num_threads(job.pop("threads"))
     return train_run(**job)
 
 
@@ -222,23 +231,67 @@ def train_seeds(
 ) -> dict[int, RunResult]:
     """Train every seed of one variant; on the CPU, side by side in worker processes.
 
-    Each worker keeps torch's default thread count, so a run's numbers are exactly those it gets alone
-    (the thread count changes the rounding of matrix products, and post-norm's collapse amplifies that
-    past the lesson's third decimal). Workers wait for OpenMP work passively: with the default spinning,
-    two two-threaded processes on two cores crawl (1.7 steps/s each instead of 10.8, measured here)."""
+    The workers share torch's default thread count (one thread each on two cores for two or more seeds),
+    which keeps the cores busier than one multi-threaded run at a time: at this model's size a second
+    thread adds little (a step took 47 ms with two threads, 68 ms with one, measured here). Each run still
+    rounds as it would alone with the default thread count (see `model.LayerNorm`), so its numbers are
+    bitwise those it gets alone, and those of the lesson's plain loop. Workers wait for OpenMP work
+    passively: with the default spinning, two two-threaded processes on two cores crawl (1.7 steps/s
+    each instead of 10.8, measured here)."""
+    threads = torch.get_num_threads()
     jobs = [
         dict(model_cfg=model_cfg, train_cfg=train_cfg, seed=seed, train=train, val=val, vocab_size=vocab_size,
              progress=None if label is None else f"{label}/seed{seed}", position=i,
-             checkpoint=None if checkpoint_dir is None else Path(checkpoint_dir) / f"seed{seed}.pt")
+             checkpoint=None if checkpoint_dir is None else Path(checkpoint_dir) / f"seed{seed}.pt",
+             round_like_threads=threads)
         for i, seed in enumerate(seeds)
     ]
     if len(jobs) == 1 or resolve_device(train_cfg.device).type != "cpu":
         return {job["seed"]: train_run(**job) for job in jobs}
+    for job in jobs:
+        job["threads"] = threads_per_worker(model_cfg, train_cfg, vocab_size, len(jobs))
     # OpenMP reads its wait policy once, when torch loads: a process that already waits passively (the
     # train stage sets it before importing torch) can fork cheap workers; any other starts fresh ones.
     context = multiprocessing.get_context("fork" if waits_passively() else "spawn")
     with passive_openmp(), ProcessPoolExecutor(max_workers=len(jobs), mp_context=context) as pool:
         return dict(zip(seeds, pool.map(_train_job, jobs)))
+
+
+def threads_per_worker(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int, workers: int) -> int:
+    """Threads for each of `workers` side-by-side runs: a share of torch's default, but only where one
+    training step and one evaluation of this model come out bitwise equal with the share (norm gradients
+    summed as the default would) and with the default; otherwise the default. Whether a matrix product's
+    rounding depends on the thread count is up to the BLAS and the shapes: here it does not at the lesson's
+    sizes but does for a vocabulary of 11, so every variant is checked, which costs two steps."""
+    threads = torch.get_num_threads()
+    share = max(1, threads // workers)
+    if share == threads:
+        return threads
+    alone = _one_step_and_evaluation(model_cfg, train_cfg, vocab_size, threads, round_like_threads=threads)
+    shared = _one_step_and_evaluation(model_cfg, train_cfg, vocab_size, share, round_like_threads=threads)
+    return share if all(torch.equal(a, b) for a, b in zip(alone, shared)) else threads
+
+
+def _one_step_and_evaluation(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int, threads: int,
+                             round_like_threads: int) -> list[torch.Tensor]:
+    """What a training step and an evaluation compute, with `threads` threads: losses, gradients, their norm."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model = build_model(model_cfg, vocab_size, seed=0)
+        if threads != round_like_threads:
+            sum_norm_gradients_like(model, round_like_threads)
+        g = torch.Generator().manual_seed(0)
+        chunk = torch.randint(0, vocab_size, (train_cfg.batch_size, model_cfg.context + 1), generator=g)
+        loss = F.cross_entropy(model(chunk[:, :-1]).flatten(0, 1), chunk[:, 1:].flatten())
+        loss.backward()
+        grads = [p.grad for p in model.parameters()]
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        windows = torch.randint(0, vocab_size, (min(train_cfg.eval_windows, EVAL_BATCH), model_cfg.context + 1), generator=g)
+        evaluation = torch.tensor(evaluate_loss(model, windows[:, :-1], windows[:, 1:]))
+        return [loss.detach(), norm, evaluation, *grads]
+    finally:
+        torch.set_num_threads(before)
 
 
 def waits_passively() -> bool:
