@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -142,6 +144,8 @@ def trainer_as_the_stage_runs_it(spec: RunSpec, corpus: Corpus) -> tuple[float, 
 def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print) -> dict:
     """The trainer and the reference loop on the same runs: throughput, ratio, and equal results."""
     vocab = corpus.vocab_size
+    # The first torch optimizer a process creates imports torch._dynamo (3.3 s here): not a cost per step.
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
     rows, trainer_seconds, reference_seconds, steps = [], 0.0, 0.0, 0
     flops = 0
     for spec in specs:
@@ -191,3 +195,54 @@ def pipeline_overhead(timings_file: Path, echo=print) -> dict:
     noop = time.perf_counter() - started
     return {"wall_seconds": wall, "training_seconds": training, "overhead_share": 1 - training / wall,
             "noop_repro_seconds": noop, "stages": len(by_variant)}
+
+
+# A sweep that re-trains two one-seed stages per experiment (the residual ablation, 200 steps each).
+QUEUE_SWEEP = ("ablations.residual.train.lr", ["0.0031", "0.0032", "0.0033", "0.0034"])
+
+
+def queue_speedup(param: str, values: list[str], echo=print) -> dict:
+    """Run the same kind of sweep through DVC's queue with one worker and with two, and compare.
+
+    `values` are split in half: the first half is queued and run with `dvc queue start -j 1`, the second
+    with `-j 2`; each value differs from every other, so the run cache restores nothing the sweep should
+    train. Runs land in a temporary MLflow store, and the experiments are removed afterwards."""
+    half = len(values) // 2
+    if half < 2:
+        raise ValueError("give at least four values: two per queue setting")
+    batches = {1: values[:half], 2: values[half:2 * half]}
+    seconds: dict[int, float] = {}
+    names: list[str] = []
+    with tempfile.TemporaryDirectory() as store:
+        env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{Path(store) / 'mlflow.db'}"}
+        for jobs, batch in batches.items():
+            for i, value in enumerate(batch):
+                name = f"bench-queue-j{jobs}-{i}"
+                names.append(name)
+                _dvc(env, "exp", "run", "--queue", "--name", name, "--set-param", f"{param}={value}")
+            started = time.perf_counter()
+            _dvc(env, "queue", "start", "--jobs", str(jobs))
+            _wait_for_queue(env, names[-len(batch):])
+            seconds[jobs] = time.perf_counter() - started
+            echo(f"  {len(batch)} experiments with -j {jobs}: {seconds[jobs]:.0f} s")
+    _dvc(os.environ, "exp", "remove", *names)
+    return {"param": param, "experiments_per_setting": half, "seconds_j1": seconds[1], "seconds_j2": seconds[2],
+            "speedup": seconds[1] / seconds[2]}
+
+
+def _dvc(env: dict, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "dvc", *args], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"dvc {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def _wait_for_queue(env: dict, names: list[str], poll: float = 2.0) -> None:
+    """Until every named experiment has succeeded; a failed one is an error."""
+    while True:
+        lines = [line for line in _dvc(env, "queue", "status").splitlines() if any(n in line for n in names)]
+        if any("Failed" in line for line in lines):
+            raise RuntimeError("a queued experiment failed:\n" + "\n".join(lines))
+        if len(lines) == len(names) and all("Success" in line for line in lines):
+            return
+        time.sleep(poll)

@@ -36,16 +36,18 @@ def show_params(params_file: str) -> None:
 @click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(exists=True, file_okay=False),
               help="Encoded corpus (made by `dvc repro encode`).")
 @click.option("--pipeline", is_flag=True, help="Also force a full `dvc repro` and measure the pipeline's overhead.")
+@click.option("--queue", is_flag=True,
+              help="Also time a small sweep through `dvc exp run --queue` with `dvc queue start -j 1` and `-j 2`.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @reports_errors
-def bench(ablation: str, steps: int | None, encoded: str, pipeline: bool, json_out: str | None,
+def bench(ablation: str, steps: int | None, encoded: str, pipeline: bool, queue: bool, json_out: str | None,
           params_file: str) -> None:
     """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s."""
     import json
     from dataclasses import replace
 
-    from blocklab.bench import compare_trainers, pipeline_overhead
+    from blocklab.bench import QUEUE_SWEEP, compare_trainers, pipeline_overhead, queue_speedup
     from blocklab.data import load_corpus
 
     params = load_params(params_file)
@@ -74,6 +76,11 @@ def bench(ablation: str, steps: int | None, encoded: str, pipeline: bool, json_o
             f"\nfull dvc repro: {overhead['wall_seconds']:.0f} s wall, {overhead['training_seconds']:.0f} s training "
             f"-> overhead {overhead['overhead_share']:.0%}; no-op dvc repro {overhead['noop_repro_seconds']:.1f} s"
         )
+    if queue:
+        param, values = QUEUE_SWEEP
+        click.echo(f"\nqueued sweep over {param} = {', '.join(values)}")
+        sweep = figures["queue"] = queue_speedup(param, values, echo=click.echo)
+        click.echo(f"dvc queue start -j 2 vs -j 1: {sweep['speedup']:.2f}x")
     if json_out:
         Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
 

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from blocklab.training import RunResult
-
 if TYPE_CHECKING:
     import pandas as pd
+
+    from blocklab.training import RunResult
 
 CURVE_COLUMNS = ["step", "loss", "grad_norm", "lr", "val_loss"]
 
@@ -29,7 +29,7 @@ def write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def write_run(directory: Path, result: RunResult, tokens_per_step: int) -> None:
+def write_run(directory: Path, result: "RunResult", tokens_per_step: int) -> None:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     # The csv module rather than pandas: the train stage runs 30 times and pandas costs each a second to import.

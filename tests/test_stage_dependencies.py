@@ -1,0 +1,72 @@
+"""Every stage lists, as DVC dependencies, the project's modules its command imports (directly or not),
+so that changing one re-runs the stages that use it. Imports only for type annotations do not count, and
+config.py's own imports are not followed: it takes just the settings dataclasses from model and training,
+whose values reach a stage as the params DVC already tracks."""
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "blocklab"
+
+
+NOT_FOLLOWED = {"src/blocklab/config.py"}
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node, except inside `if TYPE_CHECKING:` blocks."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            continue
+        yield node
+        yield from _runtime_nodes(node)
+
+
+def _imported_modules(path: Path, function: str | None = None) -> set[str]:
+    tree = ast.parse(path.read_text())
+    if function is not None:  # a `blocklab` subcommand: the imports of its function and of the CLI module
+        body = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function)
+        tree = ast.Module(body=[node for node in tree.body if not isinstance(node, ast.FunctionDef)] + [body],
+                          type_ignores=[])
+    names = set()
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("blocklab"):
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names if alias.name.startswith("blocklab"))
+    return {name for name in names if "." in name and (PACKAGE / f"{name.split('.', 1)[1]}.py").exists()}
+
+
+def _closure(path: Path, function: str | None = None) -> set[str]:
+    """Project source files reached from `path` by imports, as paths relative to the repository."""
+    seen, todo = set(), [(path, function)]
+    while todo:
+        for module in _imported_modules(*todo.pop()):
+            file = PACKAGE / f"{module.split('.', 1)[1]}.py"
+            relative = str(file.relative_to(ROOT))
+            if relative not in seen:
+                seen.add(relative)
+                if relative not in NOT_FOLLOWED:
+                    todo.append((file, None))
+    return seen
+
+
+def _stages():
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name, stage in stages.items():
+        stage = stage.get("do", stage)
+        words = stage["cmd"].split()
+        if words[0] == "python":
+            yield name, {words[1]} | _closure(ROOT / words[1]), stage["deps"]
+        elif words[0] == "blocklab":
+            yield name, {"src/blocklab/cli.py"} | _closure(PACKAGE / "cli.py", function=words[1]), stage["deps"]
+
+
+@pytest.mark.parametrize("name, needed, deps", list(_stages()), ids=[s[0] for s in _stages()])
+def test_a_stage_depends_on_every_project_module_its_command_imports(name, needed, deps):
+    missing = sorted(needed - set(deps) - {"src/blocklab/errors.py", "src/blocklab/__init__.py"})
+    assert not missing, f"stage {name} imports {missing} without listing them in its deps"
