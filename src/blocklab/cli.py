@@ -35,23 +35,49 @@ def show_params(params_file: str) -> None:
 @click.option("--steps", type=int, default=None, help="Override the steps of every run (shorter benchmark).")
 @click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(exists=True, file_okay=False),
               help="Encoded corpus (made by `dvc repro encode`).")
+@click.option("--trainer/--no-trainer", default=True, show_default=True,
+              help="Compare the trainer with the lesson's plain loop (--no-trainer: only what the flags below ask).")
 @click.option("--pipeline", is_flag=True, help="Also force a full `dvc repro` and measure the pipeline's overhead.")
 @click.option("--queue", is_flag=True,
               help="Also time a small sweep through `dvc exp run --queue` with `dvc queue start -j 1` and `-j 2`.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @reports_errors
-def bench(ablation: str, steps: int | None, encoded: str, pipeline: bool, queue: bool, json_out: str | None,
-          params_file: str) -> None:
-    """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s."""
+def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, pipeline: bool, queue: bool,
+          json_out: str | None, params_file: str) -> None:
+    """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s; with
+    --pipeline and --queue, the pipeline's overhead and a queued sweep's speed-up too. Prints ratios: every
+    comparison is measured within one run, because the machines are shared and noisy."""
     import json
+
+    from blocklab.bench import QUEUE_SWEEP, pipeline_overhead, queue_speedup
+
+    figures: dict = {}
+    if trainer:
+        figures.update(_bench_trainer(ablation, steps, encoded, params_file))
+    if pipeline:
+        overhead = pipeline_overhead(Path("reports/timings.json"))
+        figures["pipeline"] = overhead
+        click.echo(
+            f"\nfull dvc repro: {overhead['wall_seconds']:.0f} s wall, {overhead['training_seconds']:.0f} s training "
+            f"-> overhead {overhead['overhead_share']:.0%}; no-op dvc repro {overhead['noop_repro_seconds']:.1f} s"
+        )
+    if queue:
+        param, values = QUEUE_SWEEP
+        click.echo(f"\nqueued sweep over {param} = {', '.join(values)}")
+        sweep = figures["queue"] = queue_speedup(param, values, echo=click.echo)
+        click.echo(f"dvc queue start -j 2 vs -j 1: {sweep['speedup']:.2f}x")
+    if json_out:
+        Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: str) -> dict:
     from dataclasses import replace
 
-    from blocklab.bench import QUEUE_SWEEP, compare_trainers, pipeline_overhead, queue_speedup
+    from blocklab.bench import compare_trainers
     from blocklab.data import load_corpus
 
-    params = load_params(params_file)
-    specs = [s for s in params.specs() if s.ablation == ablation]
+    specs = [s for s in load_params(params_file).specs() if s.ablation == ablation]
     if not specs:
         raise click.BadParameter(f"no ablation '{ablation}' in {params_file}", param_hint="--ablation")
     if steps is not None:
@@ -69,20 +95,7 @@ def bench(ablation: str, steps: int | None, encoded: str, pipeline: bool, queue:
         f"largest |difference| in train_loss_last25: {figures['max_abs_difference']:.4f} "
         f"({'equal within 0.01' if figures['max_abs_difference'] <= 0.01 else 'NOT equal within 0.01'})"
     )
-    if pipeline:
-        overhead = pipeline_overhead(Path("reports/timings.json"))
-        figures["pipeline"] = overhead
-        click.echo(
-            f"\nfull dvc repro: {overhead['wall_seconds']:.0f} s wall, {overhead['training_seconds']:.0f} s training "
-            f"-> overhead {overhead['overhead_share']:.0%}; no-op dvc repro {overhead['noop_repro_seconds']:.1f} s"
-        )
-    if queue:
-        param, values = QUEUE_SWEEP
-        click.echo(f"\nqueued sweep over {param} = {', '.join(values)}")
-        sweep = figures["queue"] = queue_speedup(param, values, echo=click.echo)
-        click.echo(f"dvc queue start -j 2 vs -j 1: {sweep['speedup']:.2f}x")
-    if json_out:
-        Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
 
 
 @main.command()

@@ -1,0 +1,49 @@
+"""The benchmark's parts, on small runs: the lesson's plain loop, the comparison, the FLOP count.
+(No timing is asserted: the machines are shared; the benchmark reports ratios.)"""
+
+import torch
+
+from blocklab.bench import compare_trainers, reference_loop, training_flops_per_token
+from blocklab.config import RunSpec
+from blocklab.data import Corpus
+from blocklab.model import ModelConfig
+from blocklab.training import TrainConfig, train_run
+
+VOCAB = 65
+
+
+def _corpus(n: int = 20_000) -> Corpus:
+    g = torch.Generator().manual_seed(0)
+    return Corpus(chars=[chr(32 + i) for i in range(VOCAB)], train=torch.randint(0, VOCAB, (n,), generator=g),
+                  val=torch.randint(0, VOCAB, (n // 10,), generator=g))
+
+
+def _spec(norm: str, seeds=(0,), steps: int = 30, warmup: int = 0) -> RunSpec:
+    return RunSpec(ablation="bench", variant=norm, label=norm, model=ModelConfig(n_layers=2, norm=norm),
+                   train=TrainConfig(steps=steps, lr=1e-2, warmup=warmup, eval_interval=10, eval_windows=32),
+                   seeds=tuple(seeds))
+
+
+def test_the_plain_loop_and_the_trainer_give_the_same_training_loss_bit_for_bit():
+    corpus = _corpus()
+    for spec in (_spec("post", warmup=10), _spec("pre")):
+        ours = train_run(spec.model, spec.train, 0, corpus.train, corpus.val, VOCAB).metrics["train_loss_last25"]
+        assert reference_loop(spec, 0, corpus.train, VOCAB) == ours
+
+
+def test_the_comparison_reports_each_run_its_ratio_and_equal_results():
+    corpus = _corpus()
+    figures = compare_trainers([_spec("post", seeds=(0, 1), steps=26)], corpus, echo=lambda _: None)
+    assert [row["run"] for row in figures["runs"]] == ["bench/post/seed0", "bench/post/seed1"]
+    assert figures["max_abs_difference"] == 0.0  # seeds side by side on one thread each: still bitwise
+    assert figures["steps"] == 52
+    assert figures["throughput_ratio"] == figures["reference"]["seconds"] / figures["trainer"]["seconds"]
+    assert figures["trainer"]["tokens_per_s"] == figures["trainer"]["steps_per_s"] * 32 * 32
+    assert figures["matmul_peak_gflops"] > 0
+
+
+def test_training_flops_per_token_count_the_lessons_matrix_products():
+    d, T, V = 64, 32, 65
+    per_layer_forward = 2 * (d * 3 * d + d * d) + 2 * 2 * (d * 4 * d) + 2 * 2 * T * d
+    assert training_flops_per_token(ModelConfig(), V) == 3 * (6 * per_layer_forward + 2 * d * V)
+    assert training_flops_per_token(ModelConfig(n_layers=12), V) > training_flops_per_token(ModelConfig(), V)
