@@ -222,7 +222,8 @@ def queue_speedup(param: str, values: list[str], echo=print) -> dict:
                 for i, value in enumerate(batch):
                     name = f"bench-queue-j{jobs}-{i}"
                     names.append(name)
-                    _dvc(env, "exp", "run", "--queue", "--name", name, "--set-param", f"{param}={value}")
+                    # `++`: set the key, adding it where params.yaml leaves it to the defaults
+                    _dvc(env, "exp", "run", "--queue", "--name", name, "--set-param", f"++{param}={value}")
                 started = time.perf_counter()
                 _dvc(env, "queue", "start", "--jobs", str(jobs))
                 _wait_for_queue(env, names[-len(batch):])
