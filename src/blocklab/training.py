@@ -24,8 +24,8 @@ from pydantic.dataclasses import dataclass
 from tqdm import tqdm
 
 from blocklab.errors import BlocklabError
-from blocklab.optimizer import AdamW
 from blocklab.model import ModelConfig, build_model, parameter_counts, sum_norm_gradients_like
+from blocklab.optimizer import AdamW
 
 OMP_WAIT_POLICY = "OMP_WAIT_POLICY"
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
@@ -134,8 +134,8 @@ def train_run(
     val_losses: dict[int, float] = {}
     diverged_at: int | None = None  # a loss or gradient norm that is NaN or infinite ends the run there
     every = train_cfg.checkpoint_every if checkpoint is not None and steps > train_cfg.checkpoint_every > 0 else 0
-    fingerprint = {"format": CHECKPOINT_FORMAT, "model": asdict(model_cfg), "train": asdict(train_cfg), "seed": seed, "vocab": vocab_size,
-                   "n_train": len(train)}
+    fingerprint = {"format": CHECKPOINT_FORMAT, "model": asdict(model_cfg), "train": asdict(train_cfg),
+                   "seed": seed, "vocab": vocab_size, "n_train": len(train)}
     first = 0
     if every and Path(checkpoint).exists():
         saved = torch.load(checkpoint, map_location=device, weights_only=False)
@@ -233,12 +233,11 @@ def train_seeds(
 
     The workers share torch's default thread count (one thread each on two cores for two or more seeds),
     which keeps the cores busier than one multi-threaded run at a time: at this model's size a second
-    thread adds little (150 steps of the lesson's 6-layer model took 10.7 s with two threads and 13.3 s with
-    one, measured here one after the other). Each run still
-    rounds as it would alone with the default thread count (see `model.LayerNorm`), so its numbers are
-    bitwise those it gets alone, and those of the lesson's plain loop. Workers wait for OpenMP work
-    passively: with the default spinning, two two-threaded processes on two cores crawl (1.7 steps/s
-    each instead of 10.8, measured here)."""
+    thread adds little (150 steps of the lesson's 6-layer model took 10.7 s with two threads and 13.3 s
+    with one, measured here one after the other). Each run still rounds as it would alone with the default
+    thread count (see `model.LayerNorm`), so its numbers are bitwise those it gets alone, and those of the
+    lesson's plain loop. Workers wait for OpenMP work passively: with the default spinning, two
+    two-threaded processes on two cores crawl (1.7 steps/s each instead of 10.8, measured here)."""
     threads = torch.get_num_threads()
     jobs = [
         dict(model_cfg=model_cfg, train_cfg=train_cfg, seed=seed, train=train, val=val, vocab_size=vocab_size,
@@ -249,8 +248,9 @@ def train_seeds(
     ]
     if len(jobs) == 1 or resolve_device(train_cfg.device).type != "cpu":
         return {job["seed"]: train_run(**job) for job in jobs}
+    share = threads_per_worker(model_cfg, train_cfg, vocab_size, len(jobs))
     for job in jobs:
-        job["threads"] = threads_per_worker(model_cfg, train_cfg, vocab_size, len(jobs))
+        job["threads"] = share
     # OpenMP reads its wait policy once, when torch loads: a process that already waits passively (the
     # train stage sets it before importing torch) can fork cheap workers; any other starts fresh ones.
     context = multiprocessing.get_context("fork" if waits_passively() else "spawn")
