@@ -79,7 +79,7 @@ class _BlockwiseLayerNorm(torch.autograd.Function):
         dy, x2, mean, rstd = dy.reshape(rows, n), x.reshape(rows, n), mean.reshape(rows, 1), rstd.reshape(rows, 1)
         size = -(-rows // min(ctx.blocks, rows))
         dxs, dweight, dbias = [], None, None
-        with single_threaded():
+        with torch_threads(1):
             for start in range(0, rows, size):
                 part = slice(start, start + size)
                 dx, dw, db = torch.ops.aten.native_layer_norm_backward(
@@ -91,15 +91,16 @@ class _BlockwiseLayerNorm(torch.autograd.Function):
 
 
 @contextmanager
-def single_threaded():
-    threads = torch.get_num_threads()
-    if threads > 1:
-        torch.set_num_threads(1)
+def torch_threads(threads: int):
+    """Run the block with `threads` intra-op threads, then restore the count."""
+    before = torch.get_num_threads()
+    if threads != before:
+        torch.set_num_threads(threads)
     try:
         yield
     finally:
-        if threads > 1:
-            torch.set_num_threads(threads)
+        if threads != before:
+            torch.set_num_threads(before)
 
 
 def sum_norm_gradients_like(model: nn.Module, threads: int) -> nn.Module:

@@ -24,7 +24,7 @@ from pydantic.dataclasses import dataclass
 from tqdm import tqdm
 
 from blocklab.errors import BlocklabError
-from blocklab.model import ModelConfig, build_model, parameter_counts, sum_norm_gradients_like
+from blocklab.model import ModelConfig, build_model, parameter_counts, sum_norm_gradients_like, torch_threads
 from blocklab.optimizer import AdamW
 
 OMP_WAIT_POLICY = "OMP_WAIT_POLICY"
@@ -276,9 +276,7 @@ def threads_per_worker(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_siz
 def _one_step_and_evaluation(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int, threads: int,
                              round_like_threads: int) -> list[torch.Tensor]:
     """What a training step and an evaluation compute, with `threads` threads: losses, gradients, their norm."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         model = build_model(model_cfg, vocab_size, seed=0)
         if threads != round_like_threads:
             sum_norm_gradients_like(model, round_like_threads)
@@ -291,8 +289,6 @@ def _one_step_and_evaluation(model_cfg: ModelConfig, train_cfg: TrainConfig, voc
         windows = torch.randint(0, vocab_size, (min(train_cfg.eval_windows, EVAL_BATCH), model_cfg.context + 1), generator=g)
         evaluation = torch.tensor(evaluate_loss(model, windows[:, :-1], windows[:, 1:]))
         return [loss.detach(), norm, evaluation, *grads]
-    finally:
-        torch.set_num_threads(before)
 
 
 def waits_passively() -> bool:
