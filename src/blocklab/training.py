@@ -30,7 +30,7 @@ from blocklab.optimizer import AdamW
 OMP_WAIT_POLICY = "OMP_WAIT_POLICY"
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
 EVAL_BATCH = 256  # validation windows per forward pass
-CHECKPOINT_FORMAT = 2  # 2: blocklab.optimizer.AdamW's state
+CHECKPOINT_FORMAT = 3  # 3: blocklab.optimizer.AdamW's flat state
 
 
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
