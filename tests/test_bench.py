@@ -6,8 +6,8 @@ import torch
 from blocklab.bench import compare_trainers, reference_loop, training_flops_per_token
 from blocklab.config import RunSpec
 from blocklab.data import Corpus
-from blocklab.model import ModelConfig
-from blocklab.training import TrainConfig, train_run
+from blocklab.config import ModelConfig, TrainConfig
+from blocklab.training import train_run
 
 VOCAB = 65
 

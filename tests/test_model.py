@@ -5,7 +5,8 @@ import torch
 import torch.nn as nn
 from pydantic import ValidationError
 
-from blocklab.model import Block, FeedForward, ModelConfig, TinyLM, build_model, parameter_counts
+from blocklab.config import ModelConfig
+from blocklab.model import Block, FeedForward, TinyLM, build_model, parameter_counts
 
 VOCAB = 65
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from blocklab.model import ModelConfig, build_model
+from blocklab.config import ModelConfig
+from blocklab.model import build_model
 from blocklab.optimizer import AdamW
 
 VOCAB = 65

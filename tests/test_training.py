@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from blocklab.errors import BlocklabError
-from blocklab.model import ModelConfig
-from blocklab.training import TrainConfig, learning_rate, train_run, validation_windows
+from blocklab.config import ModelConfig, TrainConfig
+from blocklab.training import learning_rate, train_run, validation_windows
 
 SMALL_MODEL = ModelConfig(d_model=16, n_heads=2, n_layers=1, context=8)
 

@@ -19,9 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from blocklab.config import RunSpec
+from blocklab.config import ModelConfig, RunSpec
 from blocklab.data import Corpus
-from blocklab.model import ModelConfig
 from blocklab.training import LAST_STEPS, passive_openmp, train_seeds
 
 

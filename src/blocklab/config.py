@@ -18,16 +18,54 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     ValidationError,
     create_model,
+    model_validator,
 )
+from pydantic.dataclasses import dataclass as settings
 
 from blocklab.errors import BlocklabError
-from blocklab.model import ModelConfig
-from blocklab.training import TrainConfig
 
 PARAMS_FILE = "params.yaml"
+
+
+@settings(frozen=True, config=ConfigDict(extra="forbid"))
+class ModelConfig:
+    """What a model is built from: `blocklab.model` reads each field in one place."""
+
+    d_model: PositiveInt = 64
+    n_heads: PositiveInt = 4
+    n_layers: PositiveInt = 6
+    context: PositiveInt = 32
+    ffn_mult: PositiveInt = 4
+    activation: Literal["gelu", "relu"] = "gelu"
+    norm: Literal["pre", "post"] = "pre"
+    residual: bool = True
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> "ModelConfig":
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"n_heads={self.n_heads} must divide d_model={self.d_model} "
+                f"(each head gets d_model / n_heads channels)"
+            )
+        return self
+
+
+@settings(frozen=True, config=ConfigDict(extra="forbid"))
+class TrainConfig:
+    """How a run trains: `blocklab.training`."""
+
+    steps: PositiveInt = 250
+    lr: PositiveFloat = 3e-3
+    batch_size: PositiveInt = 32
+    warmup: NonNegativeInt = 0
+    eval_interval: PositiveInt = 50
+    eval_windows: PositiveInt = 256
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    checkpoint_every: NonNegativeInt = 1000  # runs longer than this save a checkpoint this often; 0: never
 
 
 class ParamsError(BlocklabError):

@@ -10,9 +10,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from blocklab.errors import BlocklabError
 
@@ -20,6 +20,9 @@ MIRROR_ENV = "BLOCKLAB_DATA_MIRROR"
 VOCAB_FILE = "vocab.json"
 TRAIN_FILE = "train.bin"
 VAL_FILE = "val.bin"
+
+if TYPE_CHECKING:
+    import torch
 
 
 class DataError(BlocklabError):
@@ -120,6 +123,7 @@ def load_corpus(encoded_dir: Path) -> Corpus:
     encoded_dir = Path(encoded_dir)
     meta = json.loads((encoded_dir / VOCAB_FILE).read_text())
     dtype = np.dtype(meta["dtype"])
+    import torch  # here, not at the top: downloading and encoding need no torch (2.5 s to import)
 
     def read(name: str) -> torch.Tensor:
         return torch.from_numpy(np.fromfile(encoded_dir / name, dtype=dtype).astype(np.int64))

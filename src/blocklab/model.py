@@ -1,40 +1,18 @@
 """The lesson's TinyLM: a character-level Transformer whose block can be ablated.
 
 Every switch an ablation flips (norm placement, residual, feed-forward width, activation,
-depth) is a field of `ModelConfig` and is read in exactly one place below.
+depth) is a field of `ModelConfig` (in `blocklab.config`, with the rest of params.yaml's schema)
+and is read in exactly one place below.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Literal
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from pydantic import ConfigDict, PositiveInt, model_validator
-from pydantic.dataclasses import dataclass
 
-
-@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
-class ModelConfig:
-    d_model: PositiveInt = 64
-    n_heads: PositiveInt = 4
-    n_layers: PositiveInt = 6
-    context: PositiveInt = 32
-    ffn_mult: PositiveInt = 4
-    activation: Literal["gelu", "relu"] = "gelu"
-    norm: Literal["pre", "post"] = "pre"
-    residual: bool = True
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> "ModelConfig":
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"n_heads={self.n_heads} must divide d_model={self.d_model} "
-                f"(each head gets d_model / n_heads channels)"
-            )
-        return self
+from blocklab.config import ModelConfig
 
 
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}

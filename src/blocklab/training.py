@@ -13,36 +13,22 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass as plain_dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import ConfigDict, NonNegativeInt, PositiveFloat, PositiveInt
-from pydantic.dataclasses import dataclass
 from tqdm import tqdm
 
+from blocklab.config import ModelConfig, TrainConfig
 from blocklab.errors import BlocklabError
-from blocklab.model import ModelConfig, build_model, parameter_counts, sum_norm_gradients_like, torch_threads
+from blocklab.model import build_model, parameter_counts, sum_norm_gradients_like, torch_threads
 from blocklab.optimizer import AdamW
 
 OMP_WAIT_POLICY = "OMP_WAIT_POLICY"
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
 EVAL_BATCH = 256  # validation windows per forward pass
 CHECKPOINT_FORMAT = 3  # 3: blocklab.optimizer.AdamW's flat state
-
-
-@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
-class TrainConfig:
-    steps: PositiveInt = 250
-    lr: PositiveFloat = 3e-3
-    batch_size: PositiveInt = 32
-    warmup: NonNegativeInt = 0
-    eval_interval: PositiveInt = 50
-    eval_windows: PositiveInt = 256
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    checkpoint_every: NonNegativeInt = 1000  # runs longer than this save a checkpoint this often; 0: never
 
 
 def resolve_device(name: str) -> torch.device:
@@ -71,7 +57,7 @@ def validation_windows(val: torch.Tensor, context: int, count: int) -> tuple[tor
     return val[starts[:, None] + offsets], val[starts[:, None] + offsets + 1]
 
 
-@plain_dataclass
+@dataclass
 class RunResult:
     curve: list[dict]  # one row per step: step, loss, grad_norm, lr, val_loss (None between evaluations)
     metrics: dict
