@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 
 import click
 
@@ -12,10 +14,15 @@ class BlocklabError(Exception):
 
 
 def reports_errors(command):
-    """Turn a BlocklabError raised by a click command into click's `Error: ...` and exit status 1."""
+    """Turn a BlocklabError raised by a click command into click's `Error: ...` and exit status 1.
+
+    The process then exits without the garbage collector walking the million objects importing torch
+    creates (Python collects while it shuts down: 0.8 s per stage here, 0.2 s with them frozen)."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        atexit.unregister(gc.freeze)  # once, however many commands a process runs
+        atexit.register(gc.freeze)
         try:
             return command(*args, **kwargs)
         except BlocklabError as err:
