@@ -145,3 +145,9 @@ def reproduced_project(tmp_path_factory) -> Project:
     project = make_small_project(tmp_path_factory.mktemp("reproduced"))
     project.first_repro = project.run("dvc", "repro")
     return project
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_thread_check_cache(tmp_path_factory):
+    """The tests check threads afresh, in a cache of their own, not the user's."""
+    os.environ["BLOCKLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("blocklab-cache"))

@@ -4,8 +4,8 @@ import math
 import pytest
 import torch
 
-from blocklab.errors import BlocklabError
 from blocklab.config import ModelConfig, TrainConfig
+from blocklab.errors import BlocklabError
 from blocklab.training import learning_rate, train_run, validation_windows
 
 SMALL_MODEL = ModelConfig(d_model=16, n_heads=2, n_layers=1, context=8)
@@ -116,6 +116,25 @@ def test_side_by_side_workers_get_one_thread_each_only_where_that_rounds_as_the_
     cfg = TrainConfig(batch_size=32, eval_windows=64)
     assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=threads) == 1
     assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=1) == threads
+
+
+def test_a_thread_check_verdict_is_kept_and_decides_for_the_same_shapes_next_time(tmp_path, monkeypatch):
+    from blocklab.training import thread_checks_file, threads_per_worker
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("needs torch's default thread count to be at least 2")
+    monkeypatch.setenv("BLOCKLAB_CACHE_DIR", str(tmp_path))
+    threads = torch.get_num_threads()
+    cfg = TrainConfig(batch_size=32, eval_windows=64)
+    assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=threads) == 1
+    checks = json.loads(thread_checks_file().read_text())
+    (entry,) = checks.values()
+    assert entry["rounds_alike"] is True and entry["checked"]["vocab"] == 65
+    entry["rounds_alike"] = False  # what is on file decides, without checking again
+    thread_checks_file().write_text(json.dumps(checks))
+    assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=threads) == threads
+    assert threads_per_worker(ModelConfig(n_layers=1), cfg, 65, workers=threads) == 1  # other shapes: checked
+    assert len(json.loads(thread_checks_file().read_text())) == 2
 
 
 def test_an_interrupted_long_run_resumes_from_its_checkpoint_to_the_uninterrupted_curve(tmp_path, monkeypatch):

@@ -6,9 +6,12 @@ AdamW (PyTorch defaults but the learning rate), batches drawn from a seeded
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import multiprocessing
 import os
+import platform
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -26,6 +29,7 @@ from blocklab.model import build_model, parameter_counts, sum_norm_gradients_lik
 from blocklab.optimizer import AdamW
 
 OMP_WAIT_POLICY = "OMP_WAIT_POLICY"
+CACHE_DIR_ENV = "BLOCKLAB_CACHE_DIR"
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
 EVAL_BATCH = 256  # validation windows per forward pass
 CHECKPOINT_FORMAT = 3  # 3: blocklab.optimizer.AdamW's flat state
@@ -249,14 +253,60 @@ def threads_per_worker(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_siz
     training step and one evaluation of this model come out bitwise equal with the share (norm gradients
     summed as the default would) and with the default; otherwise the default. Whether a matrix product's
     rounding depends on the thread count is up to the BLAS and the shapes: here it does not at the lesson's
-    sizes but does for a vocabulary of 11, so every variant is checked, which costs two steps."""
+    sizes but does for a vocabulary of 11, so every model shape is checked (0.6 s) and the verdict kept in
+    the user's cache, keyed by everything it depends on, for the next stage with the same shapes."""
     threads = torch.get_num_threads()
     share = max(1, threads // workers)
     if share == threads:
         return threads
-    alone = _one_step_and_evaluation(model_cfg, train_cfg, vocab_size, threads, round_like_threads=threads)
-    shared = _one_step_and_evaluation(model_cfg, train_cfg, vocab_size, share, round_like_threads=threads)
-    return share if all(torch.equal(a, b) for a, b in zip(alone, shared)) else threads
+    checked = {"threads": threads, "share": share, "model": asdict(model_cfg), "batch_size": train_cfg.batch_size,
+               "eval_rows": min(train_cfg.eval_windows, EVAL_BATCH), "vocab": vocab_size}
+    key = hashlib.sha256(json.dumps([_machine(), checked], sort_keys=True).encode()).hexdigest()
+    checks = _read_thread_checks()
+    if key not in checks:
+        alone = _one_step_and_evaluation(model_cfg, train_cfg, vocab_size, threads, round_like_threads=threads)
+        shared = _one_step_and_evaluation(model_cfg, train_cfg, vocab_size, share, round_like_threads=threads)
+        checks[key] = {"rounds_alike": all(torch.equal(a, b) for a, b in zip(alone, shared)), "checked": checked}
+        _write_thread_checks(checks)
+    return share if checks[key]["rounds_alike"] else threads
+
+
+def thread_checks_file() -> Path:
+    """Where verdicts of `threads_per_worker` are kept: $BLOCKLAB_CACHE_DIR, else the user's cache folder."""
+    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "blocklab"
+    return Path(os.environ.get(CACHE_DIR_ENV) or default) / "thread_checks.json"
+
+
+def _machine() -> dict:
+    """What decides which kernels torch and its BLAS run, hence how they round."""
+    cpu = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                    if line.startswith("model name")), cpu)
+    steering = {name: value for name, value in os.environ.items() if name.startswith(("MKL_", "ATEN_", "OMP_"))
+                and name != OMP_WAIT_POLICY}
+    return {"torch": torch.__version__, "blas": torch.__config__.show(), "capability":
+            torch.backends.cpu.get_cpu_capability(), "cpu": cpu, "env": steering}
+
+
+def _read_thread_checks() -> dict:
+    try:
+        return json.loads(thread_checks_file().read_text())
+    except (OSError, ValueError):  # none yet, or unreadable: check again
+        return {}
+
+
+def _write_thread_checks(checks: dict) -> None:
+    """Atomically, and quietly where the cache folder cannot be written: the check is then repeated."""
+    path = thread_checks_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+        partial.write_text(json.dumps(checks, indent=1))
+        os.replace(partial, path)
+    except OSError:
+        pass
 
 
 def _one_step_and_evaluation(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int, threads: int,
