@@ -1,12 +1,15 @@
 """The benchmark's parts, on small runs: the lesson's plain loop, the comparison, the FLOP count.
 (No timing is asserted: the machines are shared; the benchmark reports ratios.)"""
 
+import time
+from pathlib import Path
+
 import torch
 
-from blocklab.bench import compare_trainers, reference_loop, training_flops_per_token
-from blocklab.config import RunSpec
+from blocklab.bench import (QUEUE_SWEEP_PARAM, compare_trainers, queue_sweep_values, reference_loop,
+                            training_flops_per_token)
+from blocklab.config import ModelConfig, RunSpec, TrainConfig, load_params
 from blocklab.data import Corpus
-from blocklab.config import ModelConfig, TrainConfig
 from blocklab.training import train_run
 
 VOCAB = 65
@@ -47,3 +50,16 @@ def test_training_flops_per_token_count_the_lessons_matrix_products():
     per_layer_forward = 2 * (d * 3 * d + d * d) + 2 * 2 * (d * 4 * d) + 2 * 2 * T * d
     assert training_flops_per_token(ModelConfig(), V) == 3 * (6 * per_layer_forward + 2 * d * V)
     assert training_flops_per_token(ModelConfig(n_layers=12), V) > training_flops_per_token(ModelConfig(), V)
+
+
+def test_each_queue_benchmark_sweeps_new_values_that_change_no_result():
+    # Values an earlier sweep used would be restored from DVC's run cache instead of trained.
+    first = queue_sweep_values()
+    time.sleep(0.01)
+    second = queue_sweep_values()
+    assert len(set(first) | set(second)) == 8
+    ablation, _, knob = QUEUE_SWEEP_PARAM.split(".")[1:]
+    assert knob == "checkpoint_every"
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    steps = {spec.train.steps for spec in params.specs() if spec.ablation == ablation}
+    assert all(int(v) > max(steps) for v in first + second)  # no run of that ablation is long enough to checkpoint

@@ -199,15 +199,22 @@ def pipeline_overhead(timings_file: Path, echo=print) -> dict:
 # A sweep that re-trains two one-seed stages per experiment (the residual ablation, 200 steps each) over a
 # knob that changes no result (no run is long enough to checkpoint): every experiment does the same work,
 # and all of them pass `blocklab check`, the pipeline's last stage, which a changed table-A setting fails.
-QUEUE_SWEEP = ("ablations.residual.train.checkpoint_every", ["1001", "1002", "1003", "1004"])
+QUEUE_SWEEP_PARAM = "ablations.residual.train.checkpoint_every"
+
+
+def queue_sweep_values(count: int = 4) -> list[str]:
+    """Values no earlier benchmark used: `dvc exp run` restores a stage from DVC's run cache when the same
+    code, data and params ran before, and a restored stage would time nothing."""
+    first = 1_000_000 + time.time_ns() // 1_000_000 % 1_000_000_000 * count
+    return [str(first + i) for i in range(count)]
 
 
 def queue_speedup(param: str, values: list[str], echo=print) -> dict:
     """Run the same kind of sweep through DVC's queue with one worker and with two, and compare.
 
     `values` are split in half: the first half is queued and run with `dvc queue start -j 1`, the second
-    with `-j 2`; each value differs from every other, so the run cache restores nothing the sweep should
-    train. Runs land in a temporary MLflow store, and the experiments are removed afterwards."""
+    with `-j 2`; each value differs from every other and from earlier sweeps' (`queue_sweep_values`), so
+    the run cache restores nothing the sweep should train. Runs land in a temporary MLflow store, and the experiments are removed afterwards."""
     half = len(values) // 2
     if half < 2:
         raise ValueError("give at least four values: two per queue setting")

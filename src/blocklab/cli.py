@@ -50,7 +50,7 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, pipelin
     comparison is measured within one run, because the machines are shared and noisy."""
     import json
 
-    from blocklab.bench import QUEUE_SWEEP, pipeline_overhead, queue_speedup
+    from blocklab.bench import QUEUE_SWEEP_PARAM, pipeline_overhead, queue_sweep_values, queue_speedup
 
     figures: dict = {}
     if trainer:
@@ -63,7 +63,7 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, pipelin
             f"-> overhead {overhead['overhead_share']:.0%}; no-op dvc repro {overhead['noop_repro_seconds']:.1f} s"
         )
     if queue:
-        param, values = QUEUE_SWEEP
+        param, values = QUEUE_SWEEP_PARAM, queue_sweep_values()
         click.echo(f"\nqueued sweep over {param} = {', '.join(values)}")
         sweep = figures["queue"] = queue_speedup(param, values, echo=click.echo)
         click.echo(f"dvc queue start -j 2 vs -j 1: {sweep['speedup']:.2f}x")
