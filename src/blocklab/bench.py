@@ -214,7 +214,8 @@ def queue_speedup(param: str, values: list[str], echo=print) -> dict:
 
     `values` are split in half: the first half is queued and run with `dvc queue start -j 1`, the second
     with `-j 2`; each value differs from every other and from earlier sweeps' (`queue_sweep_values`), so
-    the run cache restores nothing the sweep should train. Runs land in a temporary MLflow store, and the experiments are removed afterwards."""
+    the run cache restores nothing the sweep should train. Runs land in a temporary MLflow store, and the
+    experiments are removed afterwards."""
     half = len(values) // 2
     if half < 2:
         raise ValueError("give at least four values: two per queue setting")

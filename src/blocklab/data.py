@@ -29,7 +29,7 @@ class DataError(BlocklabError):
     """A problem with the corpus, worded as what happened and what to do."""
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     """Write via a temporary file in the same folder and rename it, so `path` is all or nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
@@ -75,7 +75,7 @@ def download(url: str, sha256: str, out: Path) -> str:
             f"The file is truncated, altered or a different corpus: fetch it again, or, if you meant "
             f"to change the corpus, set data.sha256 to its checksum"
         )
-    _atomic_write(Path(out), data)
+    atomic_write(Path(out), data)
     return source
 
 
@@ -113,9 +113,9 @@ def encode(text_path: Path, out_dir: Path, val_fraction: float) -> dict:
     n_train = int((1 - val_fraction) * len(ids))
     out_dir = Path(out_dir)
     meta = {"chars": chars, "dtype": dtype.name, "n_train": n_train, "n_val": len(ids) - n_train}
-    _atomic_write(out_dir / TRAIN_FILE, ids[:n_train].tobytes())
-    _atomic_write(out_dir / VAL_FILE, ids[n_train:].tobytes())
-    _atomic_write(out_dir / VOCAB_FILE, json.dumps(meta, ensure_ascii=False, indent=1).encode())
+    atomic_write(out_dir / TRAIN_FILE, ids[:n_train].tobytes())
+    atomic_write(out_dir / VAL_FILE, ids[n_train:].tobytes())
+    atomic_write(out_dir / VOCAB_FILE, json.dumps(meta, ensure_ascii=False, indent=1).encode())
     return meta
 
 

@@ -8,6 +8,7 @@ and is read in exactly one place below.
 from __future__ import annotations
 
 from contextlib import contextmanager
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

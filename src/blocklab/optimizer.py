@@ -41,12 +41,11 @@ class AdamW:
         first = self.params[0]
         self.flat_params, self.flat_grads, self.exp_avg, self.exp_avg_sq = (
             torch.zeros(size, dtype=first.dtype, device=first.device) for _ in range(4))
-        self._param_views, self._grad_views = [], []
+        self._grad_views = []
         for p, start in zip(self.params, offsets):
             view = self.flat_params[start : start + p.numel()].view_as(p)
             view.copy_(p.detach())
             p.data = view
-            self._param_views.append(view)
             self._grad_views.append(self.flat_grads[start : start + p.numel()].view_as(p))
 
     def zero_grad(self) -> None:
@@ -55,12 +54,11 @@ class AdamW:
 
     @torch.no_grad()
     def step(self) -> None:
-        grads = [p.grad for p in self.params]
-        if any(g is None for g in grads):
-            raise ValueError("every parameter needs a gradient (torch's AdamW would skip it and keep its state)")
-        torch._foreach_copy_(self._grad_views, grads)
-        if self.params[0].data_ptr() != self._param_views[0].data_ptr():
+        if self.params[0].data_ptr() != self.flat_params.data_ptr():  # the first parameter starts the buffer
             raise RuntimeError("the parameters moved out of the optimizer's buffer (create it after .to(device))")
+        if any(p.grad is None for p in self.params):
+            raise ValueError("every parameter needs a gradient (torch's AdamW would skip it and keep its state)")
+        torch._foreach_copy_(self._grad_views, [p.grad for p in self.params])
         self.step_count += 1
         beta1, beta2 = BETAS
         # torch's `_multi_tensor_adam` (capturable=False), operation by operation, on the whole buffer.

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from blocklab.config import ModelConfig, TrainConfig
+from blocklab.data import atomic_write
 from blocklab.errors import BlocklabError
 from blocklab.model import build_model, parameter_counts, sum_norm_gradients_like, torch_threads
 from blocklab.optimizer import AdamW
@@ -299,12 +300,8 @@ def _read_thread_checks() -> dict:
 
 def _write_thread_checks(checks: dict) -> None:
     """Atomically, and quietly where the cache folder cannot be written: the check is then repeated."""
-    path = thread_checks_file()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
-        partial.write_text(json.dumps(checks, indent=1))
-        os.replace(partial, path)
+        atomic_write(thread_checks_file(), json.dumps(checks, indent=1).encode())
     except OSError:
         pass
 
