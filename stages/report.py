@@ -1,6 +1,8 @@
 """DVC stage `report`: every ablation's figures, the tables `dvc plots` draws, and reports/summary.md."""
 
 import json
+import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import click
@@ -9,7 +11,7 @@ from blocklab import plots
 from blocklab.config import load_params
 from blocklab.errors import reports_errors
 from blocklab.reference import load_reference
-from blocklab.report import curves_frame, plot_table, runs_frame, summary_markdown
+from blocklab.report import summary_markdown
 
 
 @click.command()
@@ -23,21 +25,18 @@ def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: st
     params = load_params(params_file)
     metrics = json.loads((reports_dir / "metrics.json").read_text())
     gradients = json.loads((reports_dir / "gradients.json").read_text())
-    figures_dir, tables_dir = reports_dir / "figures", reports_dir / "curves"
-    tables_dir.mkdir(parents=True, exist_ok=True)
-    figures = {}
-    for name, ablation in params.ablations.items():
-        curves = curves_frame(params, name, runs_dir)
-        runs = runs_frame(params, name, metrics)
-        drawn = plots.ablation_figures(name, ablation, curves, runs, metrics["baselines"], figures_dir)
-        figures[name] = {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}
-        plot_table(curves, "loss").to_csv(tables_dir / f"{name}_loss.csv", index=False)
-        plot_table(curves, "grad_norm").to_csv(tables_dir / f"{name}_grad_norm.csv", index=False)
-    gradient_figure = plots.gradient_depths(gradients, figures_dir / "gradients.png")
+    # Drawing is most of this stage's time (31 figures, ~0.4 s each): the ablations are drawn side by side,
+    # one worker per core, while this process draws the gradient figure.
+    with ProcessPoolExecutor(max_workers=min(len(params.ablations), os.cpu_count() or 1)) as pool:
+        drawing = {name: pool.submit(plots.ablation_outputs, params_file, name, runs_dir, metrics, reports_dir)
+                   for name in params.ablations}
+        gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
+        figures = {name: future.result() for name, future in drawing.items()}
     summary = summary_markdown(params, metrics, load_reference(reference_file), figures, gradients,
                                str(gradient_figure.relative_to(reports_dir)))
     (reports_dir / "summary.md").write_text(summary)
-    click.echo(f"{sum(map(len, figures.values())) + 1} figures -> {figures_dir}; {reports_dir}/summary.md")
+    click.echo(f"{sum(map(len, figures.values())) + 1} figures -> {reports_dir / 'figures'}; "
+               f"{reports_dir}/summary.md")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from blocklab.config import Ablation  # noqa: E402
+from blocklab.config import Ablation, load_params  # noqa: E402
+from blocklab.report import curves_frame, plot_table, runs_frame  # noqa: E402
 
 SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
 LOSS_LABEL = "loss (nats per character)"
@@ -163,3 +164,19 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
     for kind in ablation.figures:
         figures[kind] = extras[kind]()
     return figures
+
+
+def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: dict, reports_dir: Path) -> dict[str, str]:
+    """One ablation's figures (reports/figures) and `dvc plots` tables (reports/curves); returns the figures'
+    paths relative to `reports_dir`, by kind. Ablations are independent: the report stage draws them side by
+    side, in worker processes (hence a params file: the parsed params do not pickle)."""
+    params = load_params(params_file)
+    curves = curves_frame(params, ablation, runs_dir)
+    runs = runs_frame(params, ablation, metrics)
+    drawn = ablation_figures(ablation, params.ablations[ablation], curves, runs, metrics["baselines"],
+                             reports_dir / "figures")
+    tables_dir = reports_dir / "curves"
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    plot_table(curves, "loss").to_csv(tables_dir / f"{ablation}_loss.csv", index=False)
+    plot_table(curves, "grad_norm").to_csv(tables_dir / f"{ablation}_grad_norm.csv", index=False)
+    return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}
