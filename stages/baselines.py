@@ -15,7 +15,7 @@ from blocklab.results import write_json
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @reports_errors
 def main(encoded: Path, out: Path) -> None:
-    corpus = load_corpus(encoded)
+    corpus = load_corpus(encoded, as_tensors=False)  # no torch needed: it takes 2 s to import
     baselines = unigram_baselines(corpus.train, corpus.val, corpus.vocab_size)
     write_json(out, baselines)
     click.echo(", ".join(f"{k} {v:.4f}" for k, v in baselines.items()))

@@ -2,14 +2,17 @@ import functools
 import hashlib
 import http.server
 import json
+import math
 import os
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from blocklab import data
+from blocklab.baselines import unigram_baselines
 from blocklab.data import MIRROR_ENV, DataError, download, encode, load_corpus
 
 from conftest import SHARED_CORPUS, small_corpus
@@ -126,6 +129,22 @@ def test_encoding_round_trips_any_utf8_text_and_splits_by_fraction(tmp_path, tex
     assert decoded == source
     assert len(corpus.train) == int(0.75 * len(source)) == meta["n_train"]
     assert json.loads((tmp_path / "enc" / "vocab.json").read_text(encoding="utf-8"))["chars"] == corpus.chars
+
+
+def test_the_same_corpus_loads_as_numpy_arrays_for_work_without_torch(tmp_path, text):
+    encode(text, tmp_path / "enc", val_fraction=0.25)
+    tensors, arrays = load_corpus(tmp_path / "enc"), load_corpus(tmp_path / "enc", as_tensors=False)
+    assert arrays.train.dtype == "int64" and not isinstance(arrays.train, torch.Tensor)
+    assert arrays.train.tolist() == tensors.train.tolist() and arrays.val.tolist() == tensors.val.tolist()
+
+
+def test_the_unigram_baseline_is_the_entropy_of_the_training_characters():
+    train, val = np.array([0, 0, 0, 1]), np.array([1, 2])  # character 2 never occurs in training
+    baselines = unigram_baselines(train, val, vocab_size=3)
+    assert baselines["unigram"] == pytest.approx(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
+    # add-one smoothing: p(1) = 2/7, p(2) = 1/7
+    assert baselines["unigram_val"] == pytest.approx(-(math.log(2 / 7) + math.log(1 / 7)) / 2)
+    assert baselines["uniform"] == pytest.approx(math.log(3))
 
 
 def test_a_vocabulary_beyond_256_characters_is_stored_in_16_bits(tmp_path):

@@ -166,7 +166,8 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
     return figures
 
 
-def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: dict, reports_dir: Path) -> dict[str, str]:
+def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: dict,
+                     reports_dir: Path) -> dict[str, str]:
     """One ablation's figures (reports/figures) and `dvc plots` tables (reports/curves); returns the figures'
     paths relative to `reports_dir`, by kind. Ablations are independent: the report stage draws them side by
     side, in worker processes (hence a params file: the parsed params do not pickle)."""
