@@ -82,6 +82,22 @@ def test_changing_one_ablations_learning_rate_reruns_only_its_stages(reproduced_
     assert sorted(ran) == sorted([f"train_norm_order@{v}" for v in variants] + ["evaluate", "report", "track", "check"])
 
 
+def test_changing_one_variants_setting_leaves_every_other_training_stage_up_to_date(reproduced_project):
+    project = reproduced_project
+    params_file = project.root / "params.yaml"
+    original = params_file.read_bytes()
+    changed = project.params
+    variant = next(iter(changed["ablations"]["warmup"]["variants"]))
+    changed["ablations"]["warmup"]["variants"][variant].setdefault("train", {})["warmup"] = 7
+    project.params = changed
+    try:
+        stale = json.loads(project.run("dvc", "status", "--json").stdout)
+    finally:
+        params_file.write_bytes(original)
+    # the gathering stages read every ablation: they depend on params.yaml as a whole
+    assert sorted(stale) == sorted([f"train_warmup@{variant}", "evaluate", "report", "track"])
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_CORPUS.exists(), reason="needs the shared Tiny Shakespeare copy")
 def test_the_pipeline_reproduces_table_a_within_a_hundredth(tmp_path):
