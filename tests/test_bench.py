@@ -43,6 +43,16 @@ def test_the_comparison_reports_each_run_its_ratio_and_equal_results():
     assert figures["throughput_ratio"] == figures["reference"]["seconds"] / figures["trainer"]["seconds"]
     assert figures["trainer"]["tokens_per_s"] == figures["trainer"]["steps_per_s"] * 32 * 32
     assert figures["matmul_peak_gflops"] > 0
+    # the matrix products are some of the kernels every bitwise-equal trainer runs: a looser bound
+    assert figures["matrix_products_ceiling_ratio"] > figures["ceiling_ratio"] > 0
+    assert figures["kernels"]["step_of"] == "bench/post"
+
+
+def test_the_comparison_can_show_how_far_rounding_alone_moves_each_result():
+    figures = compare_trainers([_spec("post", steps=26)], _corpus(), echo=lambda _: None, rounding=True)
+    (row,) = figures["runs"]
+    assert row["rounding_difference"] == row["reference_one_thread"] - row["reference"]
+    assert figures["max_abs_rounding_difference"] == abs(row["rounding_difference"])
 
 
 def test_training_flops_per_token_count_the_lessons_matrix_products():

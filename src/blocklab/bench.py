@@ -21,6 +21,8 @@ import torch.nn.functional as F
 
 from blocklab.config import ModelConfig, RunSpec
 from blocklab.data import Corpus
+from blocklab.model import torch_threads
+from blocklab.step_kernels import kernel_seconds, record_step
 from blocklab.training import LAST_STEPS, passive_openmp, train_seeds
 
 
@@ -140,8 +142,11 @@ def trainer_as_the_stage_runs_it(spec: RunSpec, corpus: Corpus) -> tuple[float, 
         return pool.submit(_timed_train_seeds, spec, corpus).result()
 
 
-def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print) -> dict:
-    """The trainer and the reference loop on the same runs: throughput, ratio, and equal results."""
+def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print, rounding: bool = False) -> dict:
+    """The trainer and the reference loop on the same runs: throughput, ratio, and equal results.
+
+    With `rounding`, the reference loop also runs each run with one thread, where only LayerNorm's gradient
+    sums round differently: how far a change of rounding alone moves each result."""
     vocab = corpus.vocab_size
     # The first torch optimizer a process creates imports torch._dynamo (3.3 s here): not a cost per step.
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
@@ -157,11 +162,17 @@ def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print) -> dict:
             ours = results[seed].metrics["train_loss_last25"]
             rows.append({"run": spec.key(seed), "trainer": ours, "reference": reference,
                          "difference": ours - reference})
+            if rounding:
+                with torch_threads(1):
+                    rows[-1]["reference_one_thread"] = reference_loop(spec, seed, corpus.train, vocab)
+                rows[-1]["rounding_difference"] = rows[-1]["reference_one_thread"] - reference
             steps += spec.train.steps
             flops += spec.train.steps * spec.train.batch_size * spec.model.context * training_flops_per_token(
                 spec.model, vocab)
-            echo(f"  {spec.key(seed)}: trainer {ours:.4f}  reference {reference:.4f}")
+            echo(f"  {spec.key(seed)}: trainer {ours:.4f}  reference {reference:.4f}"
+                 + (f"  reference at one thread {rows[-1]['reference_one_thread']:.4f}" if rounding else ""))
     tokens = sum(s.train.steps * s.train.batch_size * s.model.context * len(s.seeds) for s in specs)
+    kernels = step_kernel_bounds(specs, vocab, cores=torch.get_num_threads())
     return {
         "runs": rows,
         "steps": steps,
@@ -170,10 +181,31 @@ def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print) -> dict:
         "reference": {"seconds": reference_seconds, "steps_per_s": steps / reference_seconds,
                       "tokens_per_s": tokens / reference_seconds, "gflops": flops / reference_seconds / 1e9},
         "throughput_ratio": reference_seconds / trainer_seconds,
+        "kernels": kernels,
+        "ceiling_ratio": reference_seconds / kernels["least_seconds"],
+        "matrix_products_ceiling_ratio": reference_seconds / kernels["matrix_products_seconds"],
         "max_abs_difference": max(abs(r["difference"]) for r in rows),
+        **({"max_abs_rounding_difference": max(abs(r["rounding_difference"]) for r in rows)} if rounding else {}),
         "matmul_peak_gflops": matmul_peak_gflops(),
         "threads": torch.get_num_threads(),
     }
+
+
+def step_kernel_bounds(specs: list[RunSpec], vocab: int, cores: int) -> dict:
+    """The least time the runs could take on `cores` cores with every result bitwise as it is: the kernels of
+    each run's steps at one thread (`step_kernels`), summed over all steps and spread perfectly over the cores,
+    with nothing else spent (no evaluation, no Python, no waiting). Also the same for the matrix products
+    alone, the bound for a trainer free to round differently. And one step's kernels by kind, in ms."""
+    least = products = 0.0
+    by_kind: dict[str, float] = {}
+    for spec in specs:
+        seconds = kernel_seconds(record_step(spec.model, spec.train, vocab, round_like_threads=cores))
+        runs = spec.train.steps * len(spec.seeds) / cores
+        least += sum(seconds.values()) * runs
+        products += seconds["matrix products"] * runs
+        by_kind = by_kind or {kind: 1e3 * s for kind, s in seconds.items()}
+    return {"least_seconds": least, "matrix_products_seconds": products, "step_ms_by_kind": by_kind,
+            "step_of": specs[0].key(specs[0].seeds[0]).rsplit("/", 1)[0]}
 
 
 def pipeline_overhead(timings_file: Path, echo=print) -> dict:

@@ -37,24 +37,28 @@ def show_params(params_file: str) -> None:
               help="Encoded corpus (made by `dvc repro encode`).")
 @click.option("--trainer/--no-trainer", default=True, show_default=True,
               help="Compare the trainer with the lesson's plain loop (--no-trainer: only what the flags below ask).")
+@click.option("--rounding", is_flag=True,
+              help="Also run the plain loop with one thread: how far a change of rounding alone moves each result.")
 @click.option("--pipeline", is_flag=True, help="Also force a full `dvc repro` and measure the pipeline's overhead.")
 @click.option("--queue", is_flag=True,
               help="Also time a small sweep through `dvc exp run --queue` with `dvc queue start -j 1` and `-j 2`.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @reports_errors
-def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, pipeline: bool, queue: bool,
-          json_out: str | None, params_file: str) -> None:
-    """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s; with
-    --pipeline and --queue, the pipeline's overhead and a queued sweep's speed-up too. Prints ratios: every
-    comparison is measured within one run, because the machines are shared and noisy."""
+def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, rounding: bool, pipeline: bool,
+          queue: bool, json_out: str | None, params_file: str) -> None:
+    """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s, and the
+    ceiling on the ratio for bitwise-equal results (one step's kernels at one thread, by kind); with
+    --rounding, --pipeline and --queue, how far rounding alone moves results, the pipeline's overhead and a
+    queued sweep's speed-up too. Prints ratios: every comparison is measured within one run, because the
+    machines are shared and noisy."""
     import json
 
     from blocklab.bench import QUEUE_SWEEP_PARAM, pipeline_overhead, queue_sweep_values, queue_speedup
 
     figures: dict = {}
     if trainer:
-        figures.update(_bench_trainer(ablation, steps, encoded, params_file))
+        figures.update(_bench_trainer(ablation, steps, encoded, params_file, rounding))
     if pipeline:
         overhead = pipeline_overhead(Path("reports/timings.json"))
         figures["pipeline"] = overhead
@@ -71,7 +75,7 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, pipelin
         Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
 
 
-def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: str) -> dict:
+def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: str, rounding: bool) -> dict:
     from dataclasses import replace
 
     from blocklab.bench import compare_trainers
@@ -84,7 +88,7 @@ def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: 
         specs = [replace(s, train=replace(s.train, steps=steps)) for s in specs]
     corpus = load_corpus(encoded)
     click.echo(f"benchmarking {ablation}: {sum(len(s.seeds) for s in specs)} runs, trainer and reference loop")
-    figures = compare_trainers(specs, corpus, echo=click.echo)
+    figures = compare_trainers(specs, corpus, echo=click.echo, rounding=rounding)
     t, r = figures["trainer"], figures["reference"]
     click.echo(
         f"\n{'':22}{'steps/s':>10}{'tokens/s':>12}{'GFLOP/s':>10}\n"
@@ -92,9 +96,19 @@ def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: 
         f"{'blocklab trainer':22}{t['steps_per_s']:>10.1f}{t['tokens_per_s']:>12,.0f}{t['gflops']:>10.1f}\n"
         f"{'fp32 matmul peak':22}{'':>10}{'':>12}{figures['matmul_peak_gflops']:>10.1f}\n\n"
         f"throughput ratio trainer / reference: {figures['throughput_ratio']:.2f}x\n"
+        f"  ceiling with bitwise-equal results: {figures['ceiling_ratio']:.2f}x; matrix products alone: "
+        f"{figures['matrix_products_ceiling_ratio']:.2f}x\n"
         f"largest |difference| in train_loss_last25: {figures['max_abs_difference']:.4f} "
         f"({'equal within 0.01' if figures['max_abs_difference'] <= 0.01 else 'NOT equal within 0.01'})"
     )
+    if rounding:
+        click.echo(f"largest |difference| the reference loop's own rounding makes (one thread vs "
+                   f"{figures['threads']}): {figures['max_abs_rounding_difference']:.4f}")
+    kernels = figures["kernels"]["step_ms_by_kind"]
+    click.echo(f"\none step of {figures['kernels']['step_of']} at one thread, its kernels replayed by kind "
+               f"({sum(kernels.values()):.1f} ms):")
+    for kind, ms in kernels.items():
+        click.echo(f"  {kind:18}{ms:>7.1f} ms")
     return figures
 
 

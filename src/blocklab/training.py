@@ -69,6 +69,18 @@ class RunResult:
     seconds: float
 
 
+def loss_and_gradients(model: torch.nn.Module, params: list[torch.Tensor], chunk: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The lesson's step up to the optimizer: loss on a (B, T + 1) chunk, fresh gradients, and their norm
+    over all parameters (measured, not clipped). Returns the loss and the norm as 0-d tensors."""
+    logits = model(chunk[:, :-1])
+    loss = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten())
+    for p in params:
+        p.grad = None
+    loss.backward()
+    return loss.detach(), torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.grad for p in params])))
+
+
 @torch.no_grad()
 def evaluate_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = EVAL_BATCH) -> float:
     was_training = model.training
@@ -143,12 +155,7 @@ def train_run(
         starts = torch.randint(0, len(train) - T - 1, (B,), generator=generator).to(device)
         chunk = train_on_device[starts[:, None] + windows]  # (B, T + 1)
         optimizer.lr = learning_rate(train_cfg, step)
-        logits = model(chunk[:, :-1])
-        loss = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten())
-        optimizer.zero_grad()
-        loss.backward()
-        grad_norms[step] = torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.grad for p in params])))
-        losses[step] = loss.detach()
+        losses[step], grad_norms[step] = loss_and_gradients(model, params, chunk)
         if not bool(torch.isfinite(losses[step]) & torch.isfinite(grad_norms[step])):
             diverged_at = step  # stop before the step: the weights stay finite for the last evaluation
             val_losses[step] = evaluate_loss(model, val_x, val_y)
@@ -315,13 +322,12 @@ def _one_step_and_evaluation(model_cfg: ModelConfig, train_cfg: TrainConfig, voc
             sum_norm_gradients_like(model, round_like_threads)
         g = torch.Generator().manual_seed(0)
         chunk = torch.randint(0, vocab_size, (train_cfg.batch_size, model_cfg.context + 1), generator=g)
-        loss = F.cross_entropy(model(chunk[:, :-1]).flatten(0, 1), chunk[:, 1:].flatten())
-        loss.backward()
-        grads = [p.grad for p in model.parameters()]
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        params = list(model.parameters())
+        loss, norm = loss_and_gradients(model, params, chunk)
+        grads = [p.grad for p in params]
         windows = torch.randint(0, vocab_size, (min(train_cfg.eval_windows, EVAL_BATCH), model_cfg.context + 1), generator=g)
         evaluation = torch.tensor(evaluate_loss(model, windows[:, :-1], windows[:, 1:]))
-        return [loss.detach(), norm, evaluation, *grads]
+        return [loss, norm, evaluation, *grads]
 
 
 def waits_passively() -> bool:
