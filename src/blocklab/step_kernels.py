@@ -3,8 +3,9 @@
 Each ATen operation of one step (forward, backward, gradient norm, AdamW) is recorded with the shapes and
 strides of its tensors, then the operations of each kind are replayed on fresh tensors of those shapes and
 timed, best of several replays. Every kernel here decides the bits of the result: a faster one that rounds
-differently changes the run. So their summed time at one thread bounds what any bitwise-equal trainer can do
-on this machine, however little else it spends: the benchmark prints that ceiling beside the ratio it measures.
+differently changes the run. So their summed time at one thread bounds what a trainer that rounds as these
+kernels do can reach on this machine, however little else it spends: the benchmark prints that ceiling beside
+the ratio it measures.
 """
 
 from __future__ import annotations
