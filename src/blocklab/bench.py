@@ -198,8 +198,12 @@ def step_kernel_bounds(specs: list[RunSpec], vocab: int, cores: int) -> dict:
     alone, the bound for a trainer free to round differently. And one step's kernels by kind, in ms."""
     least = products = 0.0
     by_kind: dict[str, float] = {}
+    measured: dict[tuple, dict[str, float]] = {}  # the kernels depend on the model's and the batch's shapes only
     for spec in specs:
-        seconds = kernel_seconds(record_step(spec.model, spec.train, vocab, round_like_threads=cores))
+        shapes = (spec.model, spec.train.batch_size)
+        if shapes not in measured:
+            measured[shapes] = kernel_seconds(record_step(spec.model, spec.train, vocab, round_like_threads=cores))
+        seconds = measured[shapes]
         runs = spec.train.steps * len(spec.seeds) / cores
         least += sum(seconds.values()) * runs
         products += seconds["matrix products"] * runs

@@ -84,6 +84,7 @@ def record_step(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int,
 
         def step():
             chunk = torch.randint(0, vocab_size, (train_cfg.batch_size, model_cfg.context + 1), generator=g)
+            optimizer.zero_grad()
             loss_and_gradients(model, params, chunk)
             optimizer.step()
 
@@ -98,13 +99,14 @@ def record_step(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int,
 def kernel_seconds(calls: list[tuple], repeats: int = 10) -> dict[str, float]:
     """Seconds per step of each kind of kernel at one thread: each kind's calls replayed in order on fresh
     tensors, best of `repeats` (caches warm: an optimistic figure, so a ceiling drawn from it is one)."""
-    seconds = {}
+    by_kind: dict[str, list] = {kind: [] for kind in (*KINDS, "other")}
+    for func, args, kwargs in calls:
+        kind = kind_of(func.overloadpacket.__name__)
+        if kind is not None:
+            by_kind[kind].append((func, tree_map(_fresh, args), tree_map(_fresh, kwargs)))
     with torch_threads(1):
-        for kind in (*KINDS, "other"):
-            replay = [(func, tree_map(_fresh, args), tree_map(_fresh, kwargs)) for func, args, kwargs in calls
-                      if kind_of(func.overloadpacket.__name__) == kind]
-            seconds[kind] = min(_replayed(replay) for _ in range(repeats + 1)) if replay else 0.0
-    return seconds
+        return {kind: min(_replayed(replay) for _ in range(repeats + 1)) if replay else 0.0
+                for kind, replay in by_kind.items()}
 
 
 def _replayed(replay: list[tuple]) -> float:

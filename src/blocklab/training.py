@@ -71,12 +71,10 @@ class RunResult:
 
 def loss_and_gradients(model: torch.nn.Module, params: list[torch.Tensor], chunk: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The lesson's step up to the optimizer: loss on a (B, T + 1) chunk, fresh gradients, and their norm
-    over all parameters (measured, not clipped). Returns the loss and the norm as 0-d tensors."""
+    """The lesson's step up to the optimizer, on cleared gradients: loss on a (B, T + 1) chunk, the gradients,
+    and their norm over all parameters (measured, not clipped). Returns the loss and the norm as 0-d tensors."""
     logits = model(chunk[:, :-1])
     loss = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten())
-    for p in params:
-        p.grad = None
     loss.backward()
     return loss.detach(), torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.grad for p in params])))
 
@@ -155,6 +153,7 @@ def train_run(
         starts = torch.randint(0, len(train) - T - 1, (B,), generator=generator).to(device)
         chunk = train_on_device[starts[:, None] + windows]  # (B, T + 1)
         optimizer.lr = learning_rate(train_cfg, step)
+        optimizer.zero_grad()
         losses[step], grad_norms[step] = loss_and_gradients(model, params, chunk)
         if not bool(torch.isfinite(losses[step]) & torch.isfinite(grad_norms[step])):
             diverged_at = step  # stop before the step: the weights stay finite for the last evaluation
@@ -323,7 +322,7 @@ def _one_step_and_evaluation(model_cfg: ModelConfig, train_cfg: TrainConfig, voc
         g = torch.Generator().manual_seed(0)
         chunk = torch.randint(0, vocab_size, (train_cfg.batch_size, model_cfg.context + 1), generator=g)
         params = list(model.parameters())
-        loss, norm = loss_and_gradients(model, params, chunk)
+        loss, norm = loss_and_gradients(model, params, chunk)  # a new model: no gradients yet
         grads = [p.grad for p in params]
         windows = torch.randint(0, vocab_size, (min(train_cfg.eval_windows, EVAL_BATCH), model_cfg.context + 1), generator=g)
         evaluation = torch.tensor(evaluate_loss(model, windows[:, :-1], windows[:, 1:]))
