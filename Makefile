@@ -26,6 +26,5 @@ test: install     ## the full test suite, slow end-to-end reproductions included
 test-fast: install  ## the suite without the slow reproductions
 	python -m pytest -m "not slow"
 
-clean:            ## remove pipeline outputs (keeps the venv)
-	rm -rf data reports/*.json reports/*.md reports/figures reports/curves
-	git checkout -- reports/README.md
+clean:            ## remove pipeline outputs (keeps the venv, and the committed reports of the default run)
+	rm -rf data reports/timings.json dvc_plots

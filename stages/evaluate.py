@@ -1,4 +1,5 @@
-"""DVC stage `evaluate`: gather every run beside the baselines into reports/metrics.json."""
+"""DVC stage `evaluate`: gather every run beside the baselines into reports/metrics.json, and each
+variant's seed statistics into reports/variants.json (the metrics `dvc exp show` compares)."""
 
 import json
 from pathlib import Path
@@ -7,7 +8,7 @@ import click
 
 from blocklab.config import load_params
 from blocklab.errors import reports_errors
-from blocklab.report import collect
+from blocklab.report import collect, variant_summary
 from blocklab.results import write_json
 
 
@@ -22,7 +23,10 @@ def main(runs_dir: Path, baselines_file: Path, reports_dir: Path, params_file: s
     metrics, timings = collect(params, runs_dir, json.loads(baselines_file.read_text()))
     write_json(reports_dir / "metrics.json", metrics)
     write_json(reports_dir / "timings.json", timings)
-    click.echo(f"{len(metrics['runs'])} runs -> {reports_dir}/metrics.json")
+    variants = variant_summary(params, metrics)
+    write_json(reports_dir / "variants.json", variants, sort_keys=False)
+    click.echo(f"{len(metrics['runs'])} runs -> {reports_dir}/metrics.json; {len(variants)} variants -> "
+               f"{reports_dir}/variants.json")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from blocklab import plots
+from blocklab.claims import load_claims, verdicts_markdown
 from blocklab.config import load_params
 from blocklab.errors import reports_errors
 from blocklab.reference import load_reference
@@ -20,11 +21,14 @@ from blocklab.report import summary_markdown
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--reference", "reference_file", default="reference.yaml", show_default=True,
               help="Published figures to show beside ours.")
+@click.option("--claims", "claims_file", default="claims.yaml", show_default=True,
+              help="The claims whose verdicts (reports/claims.json) the summary lists.")
 @reports_errors
-def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: str) -> None:
+def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: str, claims_file: str) -> None:
     params = load_params(params_file)
     metrics = json.loads((reports_dir / "metrics.json").read_text())
     gradients = json.loads((reports_dir / "gradients.json").read_text())
+    verdicts = json.loads((reports_dir / "claims.json").read_text())
     # Drawing is most of this stage's time (31 figures, ~0.4 s each): the ablations are drawn side by side,
     # one worker per core, while this process draws the gradient figure.
     with ProcessPoolExecutor(max_workers=min(len(params.ablations), os.cpu_count() or 1)) as pool:
@@ -33,7 +37,8 @@ def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: st
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
         figures = {name: future.result() for name, future in drawing.items()}
     summary = summary_markdown(params, metrics, load_reference(reference_file), figures, gradients,
-                               str(gradient_figure.relative_to(reports_dir)))
+                               str(gradient_figure.relative_to(reports_dir)),
+                               verdicts_markdown(load_claims(claims_file), verdicts))
     (reports_dir / "summary.md").write_text(summary)
     click.echo(f"{sum(map(len, figures.values())) + 1} figures -> {reports_dir / 'figures'}; "
                f"{reports_dir}/summary.md")

@@ -38,9 +38,15 @@ def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file:
         write_run(run_dir(out_dir, seed), result, tokens_per_step=spec.train.batch_size * spec.model.context)
         m = result.metrics
         click.echo(
-            f"{spec.key(seed)}: train loss (last 25) {m['train_loss_last25']:.4f}, val loss {m['val_loss']:.4f}, "
-            f"{m['steps'] / result.seconds:.1f} steps/s"
+            f"{spec.key(seed)}: train loss (last 25) {_loss(m['train_loss_last25'])}, val loss {_loss(m['val_loss'])}, "
+            f"{m['steps'] / result.seconds:.1f} steps/s" + (f"; diverged at step {m['diverged_at_step']}"
+                                                             if m["diverged"] else "")
         )
+
+
+def _loss(value: float | None) -> str:
+    """A diverged run records no finite loss: None."""
+    return "none (not finite)" if value is None else f"{value:.4f}"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ import pytest
 from click.testing import CliRunner
 
 from blocklab.claims import (
-    Compare, Exact, Lower, MissingResult, Monotone, Reports, Spread, Within, check_claims, evaluate, load_claims,
+    Compare, Exact, MissingResult, Monotone, Reports, Spread, Within, check_claims, evaluate, failing_in_words,
+    load_claims, verdicts_markdown,
 )
 from blocklab.cli import main
 
@@ -89,13 +90,31 @@ def test_spread_within_a_factor():
     assert not verdict(Spread(id="a", claim="", rule="spread", values='grads("pre/with")', max_ratio=1.5))
 
 
-def test_lower_reports_the_winner_and_fails_on_a_tie():
-    claim = Lower(id="a", claim="", rule="lower",
-                  candidates={"pre": 'mean("norm_order/pre")', "post": 'mean("norm_order/post")'})
-    ok, measured, _ = claim.check(REPORTS)
-    assert ok and measured.startswith("pre lower")
-    tie = Lower(id="a", claim="", rule="lower", candidates={"x": 'mean("norm_order/pre")', "y": 'mean("norm_order/pre")'})
-    assert not verdict(tie)
+def test_std_is_the_seed_standard_deviation_and_needs_two_seeds():
+    assert evaluate('std("norm_order/pre")', REPORTS) == pytest.approx(0.0141421, abs=1e-6)
+    one_seed = Reports({"runs": {"residual/with/seed0": {"train_loss_last25": 2.2}}}, {})
+    assert evaluate('std("residual/with")', one_seed) is None
+
+
+WITH_A_DIVERGED_RUN = Reports({**METRICS, "runs": {**METRICS["runs"], "norm_order/pre/seed1": {
+    "train_loss_last25": None, "val_loss": None, "n_params": 310465}}}, GRADIENTS)
+
+
+@pytest.mark.parametrize("claim", [
+    Within(id="a", claim="", rule="within", value='mean("norm_order/pre", "val_loss")', expected=2.2, tolerance=1),
+    Within(id="a", claim="", rule="within", value='seeds("norm_order/pre")', expected=2.2, tolerance=1),
+    Within(id="a", claim="", rule="within", value=2.2, expected='loss("norm_order/pre/seed1")', tolerance=1),
+    Compare(id="a", claim="", rule="compare", left='abs(-loss("norm_order/pre/seed1"))', op="<", right=9),
+    Monotone(id="a", claim="", rule="monotone", values=['loss("norm_order/pre/seed0")', 'loss("norm_order/pre/seed1")'],
+             direction="increasing"),
+    Exact(id="a", claim="", rule="exact", value='loss("norm_order/pre/seed1")', expected=2.2),
+    Spread(id="a", claim="", rule="spread", values='seeds("norm_order/pre")', max_ratio=9),
+], ids=["within-mean", "within-seeds", "within-expected", "compare", "monotone", "exact", "spread"])
+def test_a_claim_over_a_value_a_run_did_not_record_fails_and_does_not_raise(claim):
+    ok, measured, _ = claim.check(WITH_A_DIVERGED_RUN)
+    assert ok is False
+    verdicts = check_claims([claim], WITH_A_DIVERGED_RUN)
+    assert failing_in_words([claim], verdicts)[0].startswith("a: ")
 
 
 def test_a_missing_run_is_an_error_naming_the_run_not_a_failed_claim():
@@ -139,16 +158,46 @@ def test_check_passes_and_writes_the_verdicts(tmp_path):
     assert "2 of 2 claims hold" in result.output
     written = json.loads((tmp_path / "claims.json").read_text())
     assert written["post_collapses"] == {"ok": True, "measured": [3.31, 3.29], "expected": "3.3 ± 0.05"}
+    assert list(written) == ["post_collapses", "pre_learns"]  # in the claims file's order
+    assert "do not hold" not in result.output
 
 
-def test_check_on_a_broken_metrics_file_exits_non_zero_and_names_the_claim(tmp_path):
+def test_a_failing_claim_is_recorded_listed_first_in_words_and_exits_0(tmp_path):
     broken = json.loads(json.dumps(METRICS))
     broken["runs"]["norm_order/post/seed1"]["train_loss_last25"] = 2.2  # no longer collapsed
     result = CliRunner().invoke(main, ["check", *write_reports(tmp_path, broken)])
-    assert result.exit_code == 1
+    assert result.exit_code == 0, result.output
+    first_lines = result.output.splitlines()[:2]
+    assert first_lines[0] == "1 of 2 claims do not hold:"
+    assert first_lines[1] == ("  - post_collapses: Post-norm collapses on every seed. Measured [3.31, 2.2], "
+                              "expected 3.3 ± 0.05.")
     assert "1 of 2 claims hold" in result.output
-    assert "post_collapses: Post-norm collapses on every seed." in result.output
     assert json.loads((tmp_path / "claims.json").read_text())["post_collapses"]["ok"] is False
+    assert json.loads((tmp_path / "claims_count.json").read_text()) == {"hold": 1, "total": 2}
+
+
+def test_check_strict_exits_1_when_a_claim_fails_and_0_when_all_hold(tmp_path):
+    broken = json.loads(json.dumps(METRICS))
+    broken["runs"]["norm_order/post/seed1"]["train_loss_last25"] = 2.2
+    assert CliRunner().invoke(main, ["check", "--strict", *write_reports(tmp_path, broken)]).exit_code == 1
+    assert CliRunner().invoke(main, ["check", "--strict", *write_reports(tmp_path, METRICS)]).exit_code == 0
+
+
+def test_a_malformed_claims_file_is_a_broken_pipeline_exit_2(tmp_path):
+    args = write_reports(tmp_path, METRICS)
+    (tmp_path / "claims.yaml").write_text("claims:\n  - id: x\n    claim: no rule\n")
+    result = CliRunner().invoke(main, ["check", *args])
+    assert result.exit_code == 2 and "not a valid claims file" in result.output
+
+
+def test_the_summary_lists_the_failing_claims_first_in_words():
+    claims = [Within(id="post_collapses", claim="Post-norm collapses.", rule="within", value='seeds("norm_order/post")',
+                     expected='baseline("unigram")', tolerance=0.05),
+              Compare(id="pre_learns", claim="Pre-norm learns.", rule="compare", left='mean("norm_order/pre")', op="<",
+                      right=1)]
+    text = verdicts_markdown(claims, check_claims(claims, REPORTS))
+    assert text.startswith("## Claims: 1 of 2 hold\n")
+    assert text.index("- pre_learns: Pre-norm learns. Measured 2.14, expected < 1.") < text.index("| post_collapses")
 
 
 def test_check_with_a_run_missing_is_an_error_exit_2_naming_the_run(tmp_path):

@@ -5,13 +5,15 @@ A claim's quantities are small arithmetic expressions over the pipeline's report
     loss("norm_order/post/seed0")             train_loss_last25 of one run
     metric("depth/l1/seed0", "n_params")      any field of one run
     mean("norm_order/pre", "val_loss")        the seed mean of a variant (field defaults to train_loss_last25)
+    std("norm_order/pre", "val_loss")         the seed standard deviation of a variant (n - 1 in the denominator)
     seeds("norm_order/post")                  every seed's value, as a list (a claim must hold for each)
     baseline("unigram")                       reports/metrics.json baselines
     grad("pre/with", 12)                      reports/gradients.json
     grads("pre/without")                      every depth's value, shallow to deep, as a list
 
-combined with + - * / and abs(). A run or value that is missing is an error (the pipeline broke),
-never a failed claim.
+combined with + - * / and abs(). A run or field that is missing is an error (the pipeline broke),
+never a failed claim. A value a run recorded as null (a diverged run has no finite loss) makes the
+quantities it enters null, and a claim over a null quantity fails, naming it.
 """
 
 from __future__ import annotations
@@ -56,9 +58,16 @@ class Reports:
             raise MissingResult(f"no runs of variant '{variant}' in reports/metrics.json")
         return [self.metric(k, field) for k in keys]
 
-    def mean(self, variant: str, field: str = LOSS) -> float:
+    def mean(self, variant: str, field: str = LOSS) -> float | None:
         values = self.seeds(variant, field)
-        return sum(values) / len(values)
+        return None if None in values else sum(values) / len(values)
+
+    def std(self, variant: str, field: str = LOSS) -> float | None:
+        values = self.seeds(variant, field)
+        if None in values or len(values) < 2:
+            return None
+        mean = sum(values) / len(values)
+        return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
 
     def baseline(self, name: str) -> float:
         if name not in self.baselines:
@@ -84,8 +93,9 @@ def evaluate(expression: str | float | int, reports: Reports):
     """The value of a claim quantity: a number, or a list of numbers (for `seeds` and `grads`)."""
     if isinstance(expression, (int, float)):
         return expression
-    functions = {"loss": reports.metric, "metric": reports.metric, "mean": reports.mean, "seeds": reports.seeds,
-                 "baseline": reports.baseline, "grad": reports.grad, "grads": reports.grads, "abs": abs}
+    functions = {"loss": reports.metric, "metric": reports.metric, "mean": reports.mean, "std": reports.std,
+                 "seeds": reports.seeds, "baseline": reports.baseline, "grad": reports.grad, "grads": reports.grads,
+                 "abs": lambda x: _elementwise(lambda a, _: abs(a), x, 0)}
 
     def walk(node):
         if isinstance(node, ast.Expression):
@@ -93,7 +103,7 @@ def evaluate(expression: str | float | int, reports: Reports):
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
             return node.value
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -walk(node.operand)
+            return _elementwise(lambda a, _: -a, walk(node.operand), 0)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             return _elementwise(_BINARY[type(node.op)], walk(node.left), walk(node.right))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
@@ -109,19 +119,27 @@ def evaluate(expression: str | float | int, reports: Reports):
 
 
 def _elementwise(op, a, b):
+    """`op` over numbers or lists of numbers; None (a value a run did not record) stays None."""
     if isinstance(a, list) or isinstance(b, list):
         a_list = a if isinstance(a, list) else [a] * len(b)
         b_list = b if isinstance(b, list) else [b] * len(a)
-        return [op(x, y) for x, y in zip(a_list, b_list)]
-    return op(a, b)
+        return [_elementwise(op, x, y) for x, y in zip(a_list, b_list)]
+    return None if a is None or b is None else op(a, b)
 
 
 def _as_list(value) -> list[float]:
     return value if isinstance(value, list) else [value]
 
 
+def _missing(*values) -> bool:
+    """Whether a quantity holds a value no run recorded (None): a claim over it fails."""
+    return any(v is None for value in values for v in _as_list(value))
+
+
 def _rounded(value):
-    return [round(v, 6) for v in value] if isinstance(value, list) else round(value, 6)
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return None if value is None else round(value, 6)
 
 
 Quantity = Union[str, float, int]
@@ -144,8 +162,10 @@ class Within(_Claim):
 
     def check(self, reports: Reports):
         values, expected = evaluate(self.value, reports), evaluate(self.expected, reports)
+        if _missing(expected):
+            return False, _rounded(values), f"{self.expected} (not recorded)"
         slack = self.tolerance * abs(expected) if self.relative else self.tolerance
-        ok = all(abs(v - expected) <= slack for v in _as_list(values))
+        ok = not _missing(values) and all(abs(v - expected) <= slack for v in _as_list(values))
         shown = f"{expected:.6g} ± {self.tolerance:.0%}" if self.relative else f"{expected:.6g} ± {self.tolerance:g}"
         return ok, _rounded(values), shown
 
@@ -159,8 +179,7 @@ class Compare(_Claim):
 
     def check(self, reports: Reports):
         left, right = evaluate(self.left, reports), evaluate(self.right, reports)
-        ok = all(_elementwise(COMPARISONS[self.op], left, right)) if isinstance(left, list) or isinstance(
-            right, list) else COMPARISONS[self.op](left, right)
+        ok = not _missing(left, right) and all(_as_list(_elementwise(COMPARISONS[self.op], left, right)))
         return ok, _rounded(left), f"{self.op} {_rounded(right)}"
 
 
@@ -173,6 +192,8 @@ class Monotone(_Claim):
     def check(self, reports: Reports):
         items = self.values if isinstance(self.values, list) else [self.values]
         values = [v for item in items for v in _as_list(evaluate(item, reports))]
+        if _missing(values):
+            return False, _rounded(values), f"strictly {self.direction}"
         pairs = list(zip(values, values[1:]))
         ok = len(values) > 1 and all((b > a) if self.direction == "increasing" else (b < a) for a, b in pairs)
         return ok, _rounded(values), f"strictly {self.direction}"
@@ -186,7 +207,7 @@ class Exact(_Claim):
 
     def check(self, reports: Reports):
         value, expected = evaluate(self.value, reports), evaluate(self.expected, reports)
-        return value == expected, value, expected
+        return not _missing(value) and value == expected, value, expected
 
 
 class Spread(_Claim):
@@ -197,24 +218,13 @@ class Spread(_Claim):
 
     def check(self, reports: Reports):
         values = _as_list(evaluate(self.values, reports))
+        if _missing(values):
+            return False, _rounded(values), f"max/min <= {self.max_ratio:g}"
         ratio = max(values) / min(values)
         return ratio <= self.max_ratio, round(ratio, 4), f"max/min <= {self.max_ratio:g}"
 
 
-class Lower(_Claim):
-    """Which of two named quantities is lower (a comparison the lesson leaves open): holds when the
-    two differ by more than `margin`, and reports the lower one."""
-    rule: Literal["lower"]
-    candidates: dict[str, Quantity] = Field(min_length=2, max_length=2)
-    margin: float = Field(0.0, ge=0)
-
-    def check(self, reports: Reports):
-        values = {name: evaluate(q, reports) for name, q in self.candidates.items()}
-        (first, a), (second, b) = sorted(values.items(), key=lambda kv: kv[1])
-        return b - a > self.margin, f"{first} lower ({a:.4f} vs {b:.4f})", f"differ by > {self.margin:g}"
-
-
-Claim = Annotated[Union[Within, Compare, Monotone, Exact, Spread, Lower], Field(discriminator="rule")]
+Claim = Annotated[Union[Within, Compare, Monotone, Exact, Spread], Field(discriminator="rule")]
 
 
 class ClaimsFile(BaseModel):
@@ -245,3 +255,35 @@ def check_claims(claims: list, reports: Reports) -> dict[str, dict]:
         ok, measured, expected = claim.check(reports)
         verdicts[claim.id] = {"ok": bool(ok), "measured": measured, "expected": expected, "claim": claim.claim}
     return verdicts
+
+
+def claims_count(verdicts: dict[str, dict]) -> dict[str, int]:
+    """How many claims hold, of how many: the one claims figure `dvc exp show` lists."""
+    return {"hold": sum(bool(v["ok"]) for v in verdicts.values()), "total": len(verdicts)}
+
+
+def failing_in_words(claims: list, verdicts: dict[str, dict]) -> list[str]:
+    """One line per claim that does not hold: what it says, what was measured, what was expected.
+    `verdicts` may be read back from reports/claims.json, which holds no words: they come from `claims`."""
+    words = {c.id: c.claim for c in claims}
+    return [f"{cid}: {words.get(cid, '(not in the claims file)')} Measured {v['measured']}, expected {v['expected']}."
+            for cid, v in verdicts.items() if not v["ok"]]
+
+
+def verdicts_markdown(claims: list, verdicts: dict[str, dict]) -> str:
+    """The verdicts as a section of reports/summary.md: those that fail first, in words, then every one."""
+    from tabulate import tabulate
+
+    count = claims_count(verdicts)
+    failing = failing_in_words(claims, verdicts)
+    lines = [f"## Claims: {count['hold']} of {count['total']} hold\n"]
+    if failing:
+        lines += [f"**Do not hold ({len(failing)}):**\n", *(f"- {line}" for line in failing), ""]
+    else:
+        lines.append(f"Every finding in `{CLAIMS_FILE}` holds on this run.\n")
+    words = {c.id: c.claim for c in claims}
+    rows = [(cid, "holds" if v["ok"] else "**fails**", v["measured"], v["expected"], words.get(cid, ""))
+            for cid, v in verdicts.items()]
+    table = tabulate(rows, headers=["claim", "verdict", "measured", "expected", "in words"], tablefmt="pipe")
+    lines.append(f"<details><summary>Every claim</summary>\n\n{table}\n\n</details>\n")
+    return "\n".join(lines)

@@ -33,6 +33,24 @@ def collect(params: Params, runs_dir: Path, baselines: dict) -> tuple[dict, dict
     return {"baselines": baselines, "runs": runs}, timings
 
 
+def variant_summary(params: Params, metrics: dict) -> dict[str, dict]:
+    """reports/variants.json, what `dvc exp show` lists: per `<ablation>/<variant>`, the seed mean and seed
+    standard deviation of the final validation loss and of `train_loss_last25`, and how many seeds
+    collapsed or diverged. A mean is over the seeds that recorded a value; a standard deviation needs two."""
+    summary = {}
+    for spec in params.specs():
+        runs = [metrics["runs"][spec.key(seed)] for seed in spec.seeds]
+        entry = {}
+        for field, name in (("val_loss", "val_loss"), ("train_loss_last25", "train_loss")):
+            values = pd.Series([run[field] for run in runs], dtype=float).dropna()
+            entry[f"{name}_mean"] = round(float(values.mean()), 6) if len(values) else None
+            entry[f"{name}_std"] = round(float(values.std(ddof=1)), 6) if len(values) > 1 else None
+        entry["collapsed"] = sum(bool(run["collapsed"]) for run in runs)
+        entry["diverged"] = sum(bool(run.get("diverged")) for run in runs)
+        summary[f"{spec.ablation}/{spec.variant}"] = entry
+    return summary
+
+
 def _specs_of(params: Params, ablation: str) -> list[RunSpec]:
     return [params.spec(ablation, variant) for variant in params.ablations[ablation].variants]
 
@@ -163,8 +181,10 @@ def gradient_section(gradients: dict, reference: dict, figure: str) -> str:
 
 
 def summary_markdown(params: Params, metrics: dict, reference: dict, figures: dict[str, dict[str, str]],
-                     gradients: dict | None = None, gradient_figure: str | None = None) -> str:
-    """reports/summary.md: the baselines, then one section per ablation; `figures` paths are relative."""
+                     gradients: dict | None = None, gradient_figure: str | None = None,
+                     claims: str | None = None) -> str:
+    """reports/summary.md: the baselines, the claims' verdicts (`claims`, from `claims.verdicts_markdown`), then one
+    section per ablation; `figures` paths are relative."""
     b = metrics["baselines"]
     parts = [
         "# blocklab: what each ingredient of the block does\n",
@@ -177,6 +197,8 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
         f"| unigram cross-entropy (validation) | {b['unigram_val']:.4f} |\n"
         f"| uniform, ln V | {b['uniform']:.4f} |\n",
     ]
+    if claims is not None:
+        parts.append(claims)
     for name, ablation in params.ablations.items():
         runs = runs_frame(params, name, metrics)
         spec = params.spec(name, next(iter(ablation.variants)))

@@ -24,9 +24,9 @@ def run_dir(variant_dir: Path, seed: int) -> Path:
     return Path(variant_dir) / f"seed{seed}"
 
 
-def write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict, sort_keys: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    path.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
 
 
 def write_run(directory: Path, result: "RunResult", tokens_per_step: int) -> None:
