@@ -19,7 +19,7 @@ SHARED_CORPUS = Path(
     os.environ.get("BLOCKLAB_DATA_MIRROR") or ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
 )
 PROJECT_FILES = ["dvc.yaml", "params.yaml", "reference.yaml", "claims.yaml", "stages", "src", ".dvcignore",
-                 "reports/README.md"]
+                 ".gitignore", "reports/README.md"]
 
 # The lesson's claims need the real corpus and full training; a small plan is checked against these.
 SMALL_PLAN_CLAIMS = """
@@ -35,6 +35,12 @@ claims:
     rule: exact
     value: metric("norm_order/pre/seed0", "n_params")
     expected: 54748
+  - id: pre_norm_learns
+    claim: Pre-norm ends below the unigram baseline (seed mean) - it learns more than character frequencies.
+    rule: compare
+    left: mean("norm_order/pre")
+    op: "<"
+    right: baseline("unigram")
 """
 
 
@@ -93,7 +99,6 @@ def copy_project(dest: Path, corpus: Path) -> Project:
             shutil.copytree(src, target, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy2(src, target)
-    (dest / ".gitignore").write_text("/data/\n/reports/*\n!/reports/README.md\n")
     project = Project(dest, corpus)
     project.run("git", "init", "-q")
     project.run("dvc", "init", "-q")
@@ -123,11 +128,22 @@ def corpus(tmp_path) -> Path:
     return small_corpus(tmp_path / "corpus.txt")
 
 
+def plots_of(dvc_yaml: Path, params: dict) -> None:
+    """dvc.yaml's loss plots drawing only the variants `params` keeps."""
+    pipeline = yaml.safe_load(dvc_yaml.read_text())
+    for entry in pipeline["plots"]:
+        for name, plot in (entry.items() if isinstance(entry, dict) else []):
+            variants = params["ablations"][name.removesuffix("_loss")]["variants"]
+            plot["y"] = {table: [c for c in columns if c in variants] for table, columns in plot["y"].items()}
+    dvc_yaml.write_text(yaml.safe_dump(pipeline, sort_keys=False))
+
+
 def make_small_project(root: Path) -> Project:
     """The project on a small corpus with a tiny plan, committed, nothing run yet."""
     corpus = small_corpus(root / "corpus.txt")
     project = copy_project(root / "project", corpus)
     project.params = shrink(project.params, corpus)
+    plots_of(project.root / "dvc.yaml", project.params)
     (project.root / "claims.yaml").write_text(SMALL_PLAN_CLAIMS)
     project.commit("small plan")
     return project

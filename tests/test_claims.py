@@ -173,7 +173,7 @@ def test_a_failing_claim_is_recorded_listed_first_in_words_and_exits_0(tmp_path)
                               "expected 3.3 ± 0.05.")
     assert "1 of 2 claims hold" in result.output
     assert json.loads((tmp_path / "claims.json").read_text())["post_collapses"]["ok"] is False
-    assert json.loads((tmp_path / "claims_count.json").read_text()) == {"hold": 1, "total": 2}
+    assert json.loads((tmp_path / "claims_count.json").read_text()) == {"claims_hold": 1, "claims_total": 2}
 
 
 def test_check_strict_exits_1_when_a_claim_fails_and_0_when_all_hold(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from blocklab.config import load_params
-from blocklab.tracking import RUN_KEY_TAG, ensure_store, track, workspace_root
+from blocklab.tracking import PARENT_TAG, RUN_KEY_TAG, ensure_store, track, workspace_root
 
 from conftest import make_small_project
 
@@ -52,10 +52,85 @@ def test_the_pipeline_logs_every_run_with_params_steps_and_artifacts(project):
         assert run.data.params["model.norm"] in {"pre", "post"}
         assert run.data.metrics["train_loss_last25"] == pytest.approx(final["train_loss_last25"])
         assert run.data.metrics["baseline_unigram"] == pytest.approx(metrics["baselines"]["unigram"])
+        assert run.data.metrics["train_seconds"] > 0
+        assert run.data.metrics["steps_per_second"] == pytest.approx(final["steps"] / run.data.metrics["train_seconds"])
         history = client_for(uri).get_metric_history(run.info.run_id, "train_loss")
         assert [m.step for m in history] == list(range(final["steps"]))
         artifacts = {a.path for a in client_for(uri).list_artifacts(run.info.run_id)}
         assert {"curve.csv", f"{ablation}_loss.png"} <= artifacts
+
+
+def test_each_variant_is_a_parent_run_with_the_seed_means_and_its_seeds_nested_under_it(project):
+    uri = f"sqlite:///{project.root / 'mlflow.db'}"
+    client = client_for(uri)
+    metrics = json.loads((project.root / "reports" / "metrics.json").read_text())
+    variants = json.loads((project.root / "reports" / "variants.json").read_text())
+    for name, summary in variants.items():
+        ablation, variant = name.split("/")
+        seeds = [run for key, run in metrics["runs"].items() if key.startswith(name + "/")]
+        # Other tests may have run experiments in this project: find the parent of these very results.
+        parents = [r for r in runs_in(uri, f"blocklab/{ablation}") if r.info.run_name == variant
+                   and r.data.metrics["val_loss_mean"] == pytest.approx(summary["val_loss_mean"], abs=1e-6)]
+        assert len(parents) == 1, name
+        parent = parents[0]
+        assert parent.info.status == "FINISHED" and PARENT_TAG not in parent.data.tags
+        assert parent.data.metrics["train_loss_last25_mean"] == pytest.approx(summary["train_loss_mean"], abs=1e-6)
+        if summary["val_loss_std"] is None:  # one seed: no spread
+            assert "val_loss_std" not in parent.data.metrics and len(seeds) == 1
+        else:
+            assert parent.data.metrics["val_loss_std"] == pytest.approx(summary["val_loss_std"], abs=1e-6)
+        seed_numbers = project.params["ablations"][ablation]["seeds"]
+        assert parent.data.metrics["n_seeds"] == len(seeds) == len(seed_numbers)
+        assert parent.data.params["seeds"] == ",".join(map(str, seed_numbers))
+        children = [r for r in runs_in(uri, f"blocklab/{ablation}") if r.data.tags.get(PARENT_TAG) == parent.info.run_id]
+        assert sorted(r.info.run_name for r in children) == [f"{variant}/seed{s}" for s in seed_numbers]
+        assert parent.data.metrics["train_seconds"] == pytest.approx(max(r.data.metrics["train_seconds"] for r in children))
+        mean_curve = client.get_metric_history(parent.info.run_id, "train_loss")
+        seed_curves = [client.get_metric_history(r.info.run_id, "train_loss") for r in children]
+        assert [m.step for m in mean_curve] == [m.step for m in seed_curves[0]]
+        assert [m.value for m in mean_curve] == pytest.approx(
+            [sum(values) / len(values) for values in zip(*[[m.value for m in c] for c in seed_curves])])
+
+
+def test_a_run_whose_artifact_upload_failed_is_replaced_and_the_store_ends_with_one_complete_run_per_key(
+        project, tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'half.db'}"
+    params = load_params(project.root / "params.yaml")
+    baselines = json.loads((project.root / "reports" / "metrics.json").read_text())["baselines"]
+    arguments = (params, project.root / "data" / "runs", baselines, project.root / "reports" / "figures")
+    upload, calls = MlflowClient.log_artifact, []
+
+    def failing_partway(self, *args, **kwargs):  # the real upload, until the fifth one fails
+        calls.append(args)
+        if len(calls) == 5:
+            raise OSError("disk full (injected)")
+        return upload(self, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_artifact", failing_partway)
+    first = track(*arguments, uri=store)
+    monkeypatch.setattr(MlflowClient, "log_artifact", upload)
+    assert len(first["failed"]) == 1 and "disk full" in next(iter(first["failed"].values()))
+    every = [r for name in params.ablations for r in client_for(store).search_runs(
+        [client_for(store).get_experiment_by_name(f"blocklab/{name}").experiment_id])]
+    assert sum(r.info.status != "FINISHED" for r in every) == 2  # the half-logged seed run and its parent
+
+    second = track(*arguments, uri=store)
+    assert not second["failed"] and len(second["logged"]) == 1
+    n_runs = sum(len(s.seeds) for s in params.specs())
+    assert second["already"] == n_runs - 1 and second["variants"] == 1
+    every = [r for name in params.ablations for r in client_for(store).search_runs(
+        [client_for(store).get_experiment_by_name(f"blocklab/{name}").experiment_id])]
+    assert all(r.info.status == "FINISHED" for r in every)
+    keys = [r.data.tags[RUN_KEY_TAG] for r in every]
+    assert len(keys) == len(set(keys)) == n_runs + len(params.specs())  # one complete run per key
+    by_id = {r.info.run_id: r for r in every}
+    for run in every:
+        if "/seed" in run.info.run_name:  # every seed run nested under a complete parent of its variant
+            assert by_id[run.data.tags[PARENT_TAG]].info.run_name == run.info.run_name.split("/")[0]
+    third = track(*arguments, uri=store)
+    assert third["logged"] == [] and third["already"] == n_runs and third["variants"] == 0
 
 
 def test_an_unreachable_store_costs_no_result_and_track_catches_up_without_duplicates(project, tmp_path):
@@ -74,8 +149,10 @@ def test_an_unreachable_store_costs_no_result_and_track_catches_up_without_dupli
     assert f"{n_runs} runs logged, 0 already there" in first.stdout
     second = project.run("blocklab", "track", "--tracking-uri", store)
     assert f"0 runs logged, {n_runs} already there" in second.stdout
-    assert len(runs_in(store, "blocklab/norm_order")) == sum(
-        k.startswith("norm_order/") for k in json.loads((project.root / "reports" / "metrics.json").read_text())["runs"])
+    seed_runs = sum(k.startswith("norm_order/") for k in json.loads(
+        (project.root / "reports" / "metrics.json").read_text())["runs"])
+    parent_runs = len(project.params["ablations"]["norm_order"]["variants"])
+    assert len(runs_in(store, "blocklab/norm_order")) == seed_runs + parent_runs
 
 
 def _free_port() -> int:
@@ -122,7 +199,7 @@ def test_a_real_mlflow_server_serves_one_experiments_runs_over_rest(project, tmp
         names = sorted(run["info"]["run_name"] for run in found)
         variants = project.params["ablations"]["norm_order"]["variants"]
         seeds = project.params["ablations"]["norm_order"]["seeds"]
-        assert names == sorted(f"{v}/seed{s}" for v in variants for s in seeds)
+        assert names == sorted([f"{v}/seed{s}" for v in variants for s in seeds] + list(variants))
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -150,7 +227,7 @@ def test_two_processes_logging_at_once_to_a_pre_created_store_both_land(project,
         w.join(timeout=60)
     assert all(not r["failed"] for r in results), results
     landed = {name: len(runs_in(uri, f"blocklab/{name}")) for name in ("norm_order", "warmup")}
-    assert all(landed.values()) and sum(landed.values()) == sum(len(r["logged"]) for r in results)
+    assert all(landed.values()) and sum(landed.values()) == sum(len(r["logged"]) + r["variants"] for r in results)
 
 
 def test_queue_workers_temporary_copies_resolve_to_the_workspace_store(tmp_path):

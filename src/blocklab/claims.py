@@ -259,7 +259,7 @@ def check_claims(claims: list, reports: Reports) -> dict[str, dict]:
 
 def claims_count(verdicts: dict[str, dict]) -> dict[str, int]:
     """How many claims hold, of how many: the one claims figure `dvc exp show` lists."""
-    return {"hold": sum(bool(v["ok"]) for v in verdicts.values()), "total": len(verdicts)}
+    return {"claims_hold": sum(bool(v["ok"]) for v in verdicts.values()), "claims_total": len(verdicts)}
 
 
 def failing_in_words(claims: list, verdicts: dict[str, dict]) -> list[str]:
@@ -276,7 +276,7 @@ def verdicts_markdown(claims: list, verdicts: dict[str, dict]) -> str:
 
     count = claims_count(verdicts)
     failing = failing_in_words(claims, verdicts)
-    lines = [f"## Claims: {count['hold']} of {count['total']} hold\n"]
+    lines = [f"## Claims: {count['claims_hold']} of {count['claims_total']} hold\n"]
     if failing:
         lines += [f"**Do not hold ({len(failing)}):**\n", *(f"- {line}" for line in failing), ""]
     else:

@@ -165,7 +165,7 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, out: str, co
     write_json(Path(count_out) if count_out else Path(out).with_name("claims_count.json"), count)
     failing = failing_in_words(claims, verdicts)
     if failing:
-        click.secho(f"{len(failing)} of {count['total']} claims do not hold:", fg="red", bold=True)
+        click.secho(f"{len(failing)} of {count['claims_total']} claims do not hold:", fg="red", bold=True)
         for line in failing:
             click.echo(f"  - {line}")
         click.echo()
@@ -175,7 +175,7 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, out: str, co
         verdict = click.style("holds", fg="green") if v["ok"] else click.style("FAILS", fg="red", bold=True)
         claim = textwrap.shorten(v["claim"], 90)
         click.echo(f"{cid:<{width}}  {verdict:<7}  {str(v['measured']):<28.28}  {str(v['expected']):<24.24}  {claim}")
-    click.echo(f"\n{count['hold']} of {count['total']} claims hold; verdicts in {out}")
+    click.echo(f"\n{count['claims_hold']} of {count['claims_total']} claims hold; verdicts in {out}")
     if failing and strict:
         raise SystemExit(1)
 
@@ -189,7 +189,8 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, out: str, co
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @reports_errors
 def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file: str) -> None:
-    """Log every trained run that MLflow does not have yet (never twice).
+    """Log every trained run that MLflow does not have yet (never twice), each variant's seeds nested
+    under a parent run holding their means; finish what an interrupted logging left incomplete.
 
     A store that is unreachable or errors costs no result: a warning names the runs that were not
     logged and the command still succeeds, so the pipeline completes; run it again later."""
@@ -201,7 +202,8 @@ def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file
     baselines = json.loads((Path(reports_dir) / "metrics.json").read_text())["baselines"]
     result = track_runs(params, Path(runs_dir), baselines, Path(reports_dir) / "figures", uri=tracking_uri)
     logged, failed = result["logged"], result["failed"]
-    click.echo(f"MLflow ({result['uri']}): {len(logged)} runs logged, {result['already']} already there")
+    click.echo(f"MLflow ({result['uri']}): {len(logged)} runs logged, {result['already']} already there; "
+               f"{result['variants']} variant parent runs logged")
     if result["log_seconds"]:
         logging, training = sum(result["log_seconds"].values()), sum(result["train_seconds"].values())
         click.echo(f"logging took {logging:.1f} s: {logging / training:.1%} of those runs' training time")

@@ -3,6 +3,11 @@
 Logging happens after training, from the run's files, so a store that is down never costs a result:
 `blocklab track` (also the pipeline's `track` stage) logs every run that the store does not have yet,
 identified by a run key (a hash of the run's settings and results), so logging twice never duplicates.
+
+Each variant is a parent run (name `<variant>`: the seed means and spreads, the seed-mean curves) with
+its seeds nested under it (`<variant>/seed<k>`). A run counts as logged only once all of it landed: its
+status is set to FINISHED last, and a run with a key but another status (an upload failed, the process
+was killed) is deleted and logged again.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from blocklab.results import read_curve, read_metrics, read_timing, run_dir
 
 STORE_FILE = "mlflow.db"
 RUN_KEY_TAG = "blocklab.run_key"
+PARENT_TAG = "mlflow.parentRunId"  # what nests a run under another in MLflow's UI
+COMPLETE = "FINISHED"
+SEED_STATISTICS = ("train_loss_last25", "val_loss", "max_grad_norm")  # a parent run's <name>_mean and <name>_std
 BATCH = 1000  # MLflow accepts at most 1,000 metric values per log_batch call
 # Fail fast instead of retrying for minutes when a tracking server is unreachable.
 HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
@@ -41,6 +49,11 @@ def workspace_root(start: Path | None = None) -> Path:
 def tracking_uri() -> str:
     """$MLFLOW_TRACKING_URI, else a sqlite store at the workspace root (an absolute path)."""
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{workspace_root() / STORE_FILE}"
+
+
+def variant_key(spec: RunSpec, seed_keys: list[str]) -> str:
+    """A parent run's key: its variant and the keys of the seed runs it summarises."""
+    return f"{spec.ablation}/{spec.variant}@{hashlib.sha256(' '.join(seed_keys).encode()).hexdigest()[:16]}"
 
 
 def run_key(spec: RunSpec, seed: int, directory: Path) -> str:
@@ -96,96 +109,189 @@ def _experiment_id(client, name: str) -> str:
         return client.get_experiment_by_name(name).experiment_id
 
 
+CURVE_METRICS = {"loss": "train_loss", "grad_norm": "grad_norm", "lr": "lr", "val_loss": "val_loss"}
+
+
 def _curve_metrics(curve: pd.DataFrame, now_ms: int):
     from mlflow.entities import Metric
 
-    names = {"loss": "train_loss", "grad_norm": "grad_norm", "lr": "lr", "val_loss": "val_loss"}
     metrics = []
-    for column, name in names.items():
+    for column, name in CURVE_METRICS.items():
         for step, value in zip(curve["step"], curve[column]):
             if pd.notna(value):
                 metrics.append(Metric(name, float(value), now_ms, int(step)))
     return metrics
 
 
-def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, figure: Path | None,
-            key: str) -> str:
-    """One run into MLflow: parameters, per-step curves in batches, final metrics, artifacts, tags."""
-    from mlflow.entities import Metric, Param, RunTag
-
-    experiment_id = _experiment_id(client, f"blocklab/{spec.ablation}")
+def _tags(spec: RunSpec, key: str, name: str) -> dict[str, str]:
     tags = {RUN_KEY_TAG: key, "blocklab.ablation": spec.ablation, "blocklab.variant": spec.variant,
-            "dvc.stage": f"train_{spec.ablation}@{spec.variant}", "mlflow.runName": f"{spec.variant}/seed{seed}"}
+            "dvc.stage": f"train_{spec.ablation}@{spec.variant}", "mlflow.runName": name}
     if commit := _git_commit():
         tags["mlflow.source.git.commit"] = commit
-    if exp_name := os.environ.get("DVC_EXP_NAME"):
+    if exp_name := os.environ.get("DVC_EXP_NAME"):  # set by `dvc exp run`, queued or not
         tags["DVC_EXP_NAME"] = exp_name
-    run = client.create_run(experiment_id, run_name=f"{spec.variant}/seed{seed}",
-                            tags={k: v for k, v in tags.items() if k != "mlflow.runName"})
-    run_id = run.info.run_id
-    now = int(time.time() * 1000)
-    final = {k: float(v) for k, v in read_metrics(directory).items() if isinstance(v, (int, float)) and v is not None}
-    final.update({f"baseline_{k}": float(v) for k, v in baselines.items()})
-    metrics = _curve_metrics(read_curve(directory), now) + [Metric(k, v, now, 0) for k, v in final.items()]
-    params = [Param(k, v) for k, v in flat_params(spec, seed).items()]
+    return tags
+
+
+def _log_all(client, run_id: str, metrics: list, params: list) -> None:
+    """Metrics and parameters in as few calls as MLflow takes (1,000 metrics, 100 parameters a call)."""
     for i in range(0, max(len(metrics), len(params)), BATCH):
         client.log_batch(run_id, metrics=metrics[i : i + BATCH], params=params[i : i + 100] if i == 0 else [])
     for i in range(100, len(params), 100):
         client.log_batch(run_id, params=params[i : i + 100])
+
+
+def _speed(directory: Path, steps: int) -> dict[str, float]:
+    seconds = read_timing(directory)["seconds"]
+    return {"train_seconds": float(seconds), "steps_per_second": steps / seconds}
+
+
+def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, figure: Path | None,
+            key: str, parent_id: str | None = None) -> str:
+    """One seed's run into MLflow: parameters, per-step curves in batches, final metrics, its training wall
+    time and speed, artifacts, tags; nested under `parent_id`. FINISHED last: only then is it logged."""
+    from mlflow.entities import Metric, Param
+
+    experiment_id = _experiment_id(client, f"blocklab/{spec.ablation}")
+    name = f"{spec.variant}/seed{seed}"
+    tags = {k: v for k, v in _tags(spec, key, name).items() if k != "mlflow.runName"}
+    if parent_id is not None:
+        tags[PARENT_TAG] = parent_id
+    run_id = client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
+    now = int(time.time() * 1000)
+    recorded = read_metrics(directory)
+    final = {k: float(v) for k, v in recorded.items() if isinstance(v, (int, float)) and v is not None}
+    final.update({f"baseline_{k}": float(v) for k, v in baselines.items()})
+    final.update(_speed(directory, recorded["steps"]))
+    metrics = _curve_metrics(read_curve(directory), now) + [Metric(k, v, now, 0) for k, v in final.items()]
+    _log_all(client, run_id, metrics, [Param(k, v) for k, v in flat_params(spec, seed).items()])
     client.log_artifact(run_id, str(Path(directory) / "curve.csv"))
     if figure is not None and Path(figure).exists():
         client.log_artifact(run_id, str(figure))
-    client.set_terminated(run_id)
+    client.set_terminated(run_id, status=COMPLETE)
     return run_id
 
 
-def logged_keys(client, ablations: list[str]) -> set[str]:
-    keys = set()
+def variant_metrics(directories: dict[int, Path], baselines: dict, now_ms: int) -> list:
+    """A parent run's metrics: per step the seed mean of each curve; the seed mean and standard deviation
+    (n - 1) of the final figures; the slowest seed's wall time (the seeds train side by side, so the
+    variant took that long) and the seeds' mean speed."""
+    from mlflow.entities import Metric
+
+    curves = pd.concat([read_curve(d) for d in directories.values()])
+    means = curves.groupby("step")[list(CURVE_METRICS)].mean()  # NaN where no seed has a value
+    metrics = [Metric(name, float(value), now_ms, int(step)) for column, name in CURVE_METRICS.items()
+               for step, value in means[column].dropna().items()]
+    finals = pd.DataFrame([read_metrics(d) for d in directories.values()])
+    final: dict[str, float] = {}
+    for field in SEED_STATISTICS:
+        values = pd.to_numeric(finals[field], errors="coerce").dropna()
+        if len(values):
+            final[f"{field}_mean"] = float(values.mean())
+        if len(values) > 1:
+            final[f"{field}_std"] = float(values.std(ddof=1))
+    final["n_params"] = float(finals["n_params"].iloc[0])
+    final["diverged"] = float(finals["diverged"].sum())
+    final["n_seeds"] = float(len(directories))
+    speeds = pd.DataFrame([_speed(d, m) for d, m in zip(directories.values(), finals["steps"])])
+    final["train_seconds"] = float(speeds["train_seconds"].max())
+    final["steps_per_second"] = float(speeds["steps_per_second"].mean())
+    final.update({f"baseline_{k}": float(v) for k, v in baselines.items()})
+    return metrics + [Metric(k, v, now_ms, 0) for k, v in final.items()]
+
+
+def stored_runs(client, ablations: list[str]) -> dict[str, list]:
+    """Every active run with a run key, by key (complete or not)."""
+    found: dict[str, list] = {}
     for name in ablations:
         experiment = client.get_experiment_by_name(f"blocklab/{name}")
         if experiment is None:
             continue
         for run in client.search_runs([experiment.experiment_id], max_results=50000):
             if RUN_KEY_TAG in run.data.tags:
-                keys.add(run.data.tags[RUN_KEY_TAG])
-    return keys
+                found.setdefault(run.data.tags[RUN_KEY_TAG], []).append(run)
+    return found
 
 
-def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | None, uri: str | None = None,
-          echo=print) -> dict:
-    """Log every run of the DVC outputs that the store does not have yet.
+def _complete(runs: list):
+    """The run among `runs` that landed whole, if any."""
+    return next((run for run in runs if run.info.status == COMPLETE), None)
 
-    Returns {"logged": [...], "already": n, "failed": {run: reason}, "seconds": {run: s}}; a store that
+
+def _delete_incomplete(client, runs: list) -> None:
+    """Runs an interrupted logging left behind: they are replaced, never counted."""
+    for run in runs:
+        if run.info.status != COMPLETE:
+            client.delete_run(run.info.run_id)
+
+
+def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | None, uri: str | None = None) -> dict:
+    """Log every run of the DVC outputs that the store does not have yet, each variant's seeds under a
+    parent run; finish what an earlier, interrupted logging left incomplete by logging it anew.
+
+    Returns {"logged": [...], "already": n, "variants": n, "failed": {run: reason}, ...}; a store that
     is unreachable or errors leaves every run in "failed" and raises nothing."""
     uri = uri or tracking_uri()
-    result = {"uri": uri, "logged": [], "already": 0, "failed": {}, "log_seconds": {}, "train_seconds": {}}
-    runs = [(spec, seed) for spec in params.specs() for seed in spec.seeds]
+    result = {"uri": uri, "logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {},
+              "train_seconds": {}}
+    specs = params.specs()
     try:
         ensure_store(uri)
         client = _client(uri)
-        done = logged_keys(client, list(params.ablations))
+        stored = stored_runs(client, list(params.ablations))
     except Exception as err:  # noqa: BLE001 - any store failure must leave the results alone
-        result["failed"] = {spec.key(seed): _reason(err) for spec, seed in runs}
+        result["failed"] = {spec.key(seed): _reason(err) for spec in specs for seed in spec.seeds}
         return result
-    for spec, seed in runs:
-        directory = run_dir(Path(runs_dir) / spec.ablation / spec.variant, seed)
-        if not (directory / "metrics.json").exists():
-            result["failed"][spec.key(seed)] = f"not trained: no results in {directory} (run `dvc repro`)"
+    for spec in specs:
+        directories = {seed: run_dir(Path(runs_dir) / spec.ablation / spec.variant, seed) for seed in spec.seeds}
+        untrained = [seed for seed, d in directories.items() if not (d / "metrics.json").exists()]
+        for seed in untrained:
+            result["failed"][spec.key(seed)] = f"not trained: no results in {directories[seed]} (run `dvc repro`)"
+        if untrained:
             continue
-        key = run_key(spec, seed, directory)
-        if key in done:
-            result["already"] += 1
+        keys = {seed: run_key(spec, seed, d) for seed, d in directories.items()}
+        parent_key = variant_key(spec, list(keys.values()))
+        if _complete(stored.get(parent_key, [])) is not None:
+            result["already"] += len(keys)
             continue
         figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir else None
-        started = time.perf_counter()
         try:
-            log_run(client, spec, seed, directory, baselines, figure, key)
+            _delete_incomplete(client, stored.get(parent_key, []))
+            parent_id = client.create_run(_experiment_id(client, f"blocklab/{spec.ablation}"), run_name=spec.variant,
+                                          tags={k: v for k, v in _tags(spec, parent_key, spec.variant).items()
+                                                if k != "mlflow.runName"}).info.run_id
         except Exception as err:  # noqa: BLE001
-            result["failed"][spec.key(seed)] = _reason(err)
+            result["failed"].update({spec.key(seed): _reason(err) for seed in keys})
             continue
-        result["log_seconds"][spec.key(seed)] = time.perf_counter() - started
-        result["train_seconds"][spec.key(seed)] = read_timing(directory)["seconds"]
-        result["logged"].append(spec.key(seed))
+        seeds_done = True
+        for seed, key in keys.items():
+            started = time.perf_counter()
+            try:
+                if (done := _complete(stored.get(key, []))) is not None:  # logged whole before: nest it here
+                    client.set_tag(done.info.run_id, PARENT_TAG, parent_id)
+                    result["already"] += 1
+                    continue
+                _delete_incomplete(client, stored.get(key, []))
+                log_run(client, spec, seed, directories[seed], baselines, figure, key, parent_id)
+            except Exception as err:  # noqa: BLE001
+                result["failed"][spec.key(seed)] = _reason(err)
+                seeds_done = False
+                continue
+            result["log_seconds"][spec.key(seed)] = time.perf_counter() - started
+            result["train_seconds"][spec.key(seed)] = read_timing(directories[seed])["seconds"]
+            result["logged"].append(spec.key(seed))
+        if not seeds_done:  # left incomplete: the next `blocklab track` replaces it
+            continue
+        try:
+            from mlflow.entities import Param
+
+            shared = {k: v for k, v in flat_params(spec, spec.seeds[0]).items() if k != "seed"}
+            _log_all(client, parent_id, variant_metrics(directories, baselines, int(time.time() * 1000)),
+                     [Param(k, v) for k, v in {**shared, "seeds": ",".join(map(str, keys))}.items()])
+            client.set_terminated(parent_id, status=COMPLETE)
+            result["variants"] += 1
+        except Exception as err:  # noqa: BLE001
+            result["failed"][f"{spec.ablation}/{spec.variant}"] = _reason(err)
     return result
 
 

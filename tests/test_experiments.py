@@ -1,0 +1,89 @@
+"""The experiment loop through real DVC: change a claimed knob with `dvc exp run -S`, then compare with
+`dvc exp show`, `dvc metrics diff` and `dvc plots diff`. A claim that fails is recorded, never a failed run."""
+
+import csv
+import io
+import json
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+KNOB = "ablations.norm_order.train.lr=1e-05"  # so small that pre-norm learns nothing in 12 steps
+STATISTICS = {"val_loss_mean", "val_loss_std", "train_loss_mean", "train_loss_std", "collapsed", "diverged"}
+
+
+@pytest.fixture(scope="module")
+def experiment(reproduced_project):
+    """The reproduced small project committed as the baseline, then one experiment run in the workspace."""
+    project = reproduced_project
+    project.commit("baseline results")
+    result = project.run("dvc", "exp", "run", "-S", KNOB)
+    name = result.stdout.split("Ran experiment(s): ")[1].split()[0]
+    return project, result, name
+
+
+def test_an_experiment_that_breaks_a_claim_exits_0_reruns_only_its_stages_and_records_the_verdict(experiment):
+    project, result, name = experiment
+    ran = [line.split("'")[1] for line in result.stdout.splitlines() if line.startswith("Running stage")]
+    variants = project.params["ablations"]["norm_order"]["variants"]
+    assert sorted(ran) == sorted([f"train_norm_order@{v}" for v in variants] + ["evaluate", "check", "report", "track"])
+    assert "1 of 3 claims do not hold:" in result.stdout
+    listed = json.loads(project.run("dvc", "exp", "show", "--json").stdout)
+    assert name in json.dumps(listed)
+    verdicts = json.loads((project.root / "reports" / "claims.json").read_text())
+    assert verdicts["pre_norm_learns"]["ok"] is False and verdicts["uniform_is_ln_v"]["ok"] is True
+    assert json.loads((project.root / "reports" / "claims_count.json").read_text()) == {
+        "claims_hold": 2, "claims_total": 3}
+    summary = (project.root / "reports" / "summary.md").read_text()
+    assert summary.index("**Do not hold (1):**\n\n- pre_norm_learns: Pre-norm ends below") < summary.index("## norm_order")
+    strict = project.run("blocklab", "check", "--strict", check=False)
+    assert strict.returncode == 1 and strict.stdout.startswith("1 of 3 claims do not hold:")
+
+
+def _exp_show(project, *flags) -> list[str]:
+    return next(csv.reader(io.StringIO(project.run("dvc", "exp", "show", "--csv", *flags).stdout)))
+
+
+def test_dvc_exp_show_lists_at_most_six_metric_columns_per_variant_and_the_claims_count(experiment):
+    project, _, _ = experiment
+    columns = _exp_show(project)
+    variants = {f"{a}/{v}": abl["seeds"] for a, abl in project.params["ablations"].items() for v in abl["variants"]}
+    metric_columns = [c for c in columns if c.split(".")[0] in variants]
+    for variant, seeds in variants.items():
+        shown = {c.split(".", 1)[1] for c in metric_columns if c.split(".")[0] == variant}
+        # one seed has no standard deviation: DVC leaves out a null
+        assert shown == (STATISTICS if len(seeds) > 1 else STATISTICS - {"val_loss_std", "train_loss_std"}), variant
+    assert {"claims_hold", "claims_total"} <= set(columns)
+    # The default plan, at the same six columns per variant: at most 190 metric columns.
+    default = yaml.safe_load((ROOT / "params.yaml").read_text())["ablations"]
+    assert sum(len(a["variants"]) for a in default.values()) * len(STATISTICS) + 2 <= 190
+
+
+def test_dvc_exp_show_only_changed_fits_in_40_columns_after_one_knob(experiment):
+    project, _, _ = experiment
+    columns = _exp_show(project, "--only-changed")
+    assert len(columns) <= 40, columns
+    assert "ablations.norm_order.train.lr" in columns and "norm_order/pre.val_loss_mean" in columns
+    assert not [c for c in columns if c.startswith(("residual/", "depth/", "warmup/"))]
+
+
+def test_dvc_metrics_diff_lists_the_changed_variants_means(experiment):
+    project, _, name = experiment
+    diff = json.loads(project.run("dvc", "metrics", "diff", "--json", "HEAD", name).stdout)
+    changed = diff["reports/variants.json"]
+    assert "norm_order/pre.val_loss_mean" in changed and "norm_order/post.train_loss_mean" in changed
+    assert all(key.startswith("norm_order/") for key in changed), sorted(changed)
+    assert changed["norm_order/pre.val_loss_mean"]["new"] > changed["norm_order/pre.val_loss_mean"]["old"]
+    assert diff["reports/claims_count.json"]["claims_hold"] == {"old": 3, "new": 2, "diff": -1}
+
+
+def test_dvc_plots_diff_draws_both_revisions_loss_curves_in_one_page(experiment, tmp_path):
+    project, _, name = experiment
+    project.run("dvc", "plots", "diff", "HEAD", name, "-o", str(tmp_path / "plots"))
+    page = (tmp_path / "plots" / "index.html").read_text()
+    assert "norm_order: training loss" in page
+    rendered = json.loads(project.run("dvc", "plots", "diff", "HEAD", name, "--json").stdout)
+    revisions = {row["rev"] for row in rendered["data"]["norm_order_loss"][0]["content"]["data"]["values"]}
+    assert revisions == {"HEAD", name}
