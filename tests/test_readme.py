@@ -1,0 +1,52 @@
+"""The README's commands, as written there, on a small pipeline: the walk through one experiment and
+"Using DVC directly". (The quick start's `make repro` and `make test` are what CI runs.)"""
+
+import re
+import shlex
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from test_tracking import _free_port, wait_until_healthy
+
+TESTED_SECTIONS = ["An experiment, step by step", "Using DVC directly"]
+ACTIVATE = ". .venv/bin/activate"  # the tests' PATH already leads to the project's environment
+
+
+def readme_commands(section: str) -> list[str]:
+    """Every command of the section's bash blocks, comments removed."""
+    text = (ROOT / "README.md").read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    lines = [line.split(" #")[0].strip() for block in re.findall(r"```bash\n(.*?)```", body, re.S)
+             for line in block.splitlines()]
+    return [line for line in lines if line and line != ACTIVATE]
+
+
+def test_the_tested_sections_hold_the_commands_a_newcomer_needs():
+    commands = [c for section in TESTED_SECTIONS for c in readme_commands(section)]
+    for needed in ["dvc repro", "dvc exp run -S", "dvc exp show", "dvc metrics diff", "dvc plots diff",
+                   "blocklab params", "blocklab check", "blocklab ui"]:
+        assert any(c.startswith(needed) for c in commands), needed
+
+
+@pytest.mark.parametrize("section", TESTED_SECTIONS)
+def test_every_readme_command_runs_on_a_small_pipeline_and_exits_0(reproduced_project, section):
+    project = reproduced_project
+    for command in readme_commands(section):
+        words = shlex.split(command)
+        if words[:2] == ["blocklab", "ui"]:  # a server: it must come up and serve, then it is stopped
+            port = _free_port()
+            ui = subprocess.Popen([*words, "--port", str(port)], cwd=project.root, env=project.env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_until_healthy(f"http://127.0.0.1:{port}", ui)
+            finally:
+                ui.terminate()
+                ui.wait(timeout=30)
+            continue
+        result = project.run(*words)  # raises, with the output, on a non-zero exit
+        if words[:3] == ["dvc", "metrics", "diff"]:
+            assert "norm_order/pre.val_loss_mean" in result.stdout, result.stdout
+        if words[:3] == ["dvc", "exp", "run"]:
+            assert "Ran experiment(s)" in result.stdout
