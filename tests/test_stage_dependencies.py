@@ -3,6 +3,7 @@ so that changing one re-runs the stages that use it, and no other module, so tha
 nothing else. Imports only for type annotations do not count."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,23 @@ def test_the_stages_that_do_not_train_do_not_import_torch():
     code = "import sys\n" + "".join(f"import blocklab.{m}\n" for m in modules) + "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_every_third_party_package_the_code_imports_is_declared_in_pyproject():
+    import importlib.metadata
+    import tomllib
+
+    declared = {re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].lower().replace("_", "-")
+                for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    distributions = importlib.metadata.packages_distributions()
+    imported = set()
+    for path in [*PACKAGE.glob("*.py"), *(ROOT / "stages").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    third_party = {name for name in imported - set(sys.stdlib_module_names) if name != "blocklab"}
+    undeclared = {name: distributions.get(name) for name in third_party
+                  if not {d.lower() for d in distributions.get(name, [name])} & declared}
+    assert not undeclared, f"imported but not in pyproject's dependencies: {undeclared}"
