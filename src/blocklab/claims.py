@@ -150,6 +150,9 @@ class _Claim(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
     claim: str
+    # A published claim that does not reproduce here keeps its rule and says why, with the measured numbers
+    # (like pytest's xfail): its verdict is still recorded, and `check --strict` does not fail on it.
+    known_to_fail: str | None = Field(None, min_length=1)
 
 
 class Within(_Claim):
@@ -262,12 +265,32 @@ def claims_count(verdicts: dict[str, dict]) -> dict[str, int]:
     return {"claims_hold": sum(bool(v["ok"]) for v in verdicts.values()), "claims_total": len(verdicts)}
 
 
+def _in_words(cid: str, words: dict[str, str], verdict: dict) -> str:
+    return (f"{cid}: {words.get(cid, '(not in the claims file)')} Measured {verdict['measured']}, "
+            f"expected {verdict['expected']}.")
+
+
 def failing_in_words(claims: list, verdicts: dict[str, dict]) -> list[str]:
-    """One line per claim that does not hold: what it says, what was measured, what was expected.
-    `verdicts` may be read back from reports/claims.json, which holds no words: they come from `claims`."""
+    """One line per claim that does not hold and is not marked `known_to_fail`: what it says, what was
+    measured, what was expected. `verdicts` may be read back from reports/claims.json, which holds no
+    words: they come from `claims`."""
     words = {c.id: c.claim for c in claims}
-    return [f"{cid}: {words.get(cid, '(not in the claims file)')} Measured {v['measured']}, expected {v['expected']}."
-            for cid, v in verdicts.items() if not v["ok"]]
+    marked = {c.id for c in claims if c.known_to_fail}
+    return [_in_words(cid, words, v) for cid, v in verdicts.items() if not v["ok"] and cid not in marked]
+
+
+def marked_in_words(claims: list, verdicts: dict[str, dict]) -> tuple[list[str], list[str]]:
+    """The claims marked `known_to_fail`: (those that fail, with why; those that now hold, to unmark)."""
+    words = {c.id: c.claim for c in claims}
+    failing, holding = [], []
+    for claim in claims:
+        if claim.known_to_fail and claim.id in verdicts:
+            verdict = verdicts[claim.id]
+            if verdict["ok"]:
+                holding.append(_in_words(claim.id, words, verdict))
+            else:
+                failing.append(f"{_in_words(claim.id, words, verdict)} Known to fail: {claim.known_to_fail}")
+    return failing, holding
 
 
 def verdicts_markdown(claims: list, verdicts: dict[str, dict]) -> str:
@@ -276,10 +299,17 @@ def verdicts_markdown(claims: list, verdicts: dict[str, dict]) -> str:
 
     count = claims_count(verdicts)
     failing = failing_in_words(claims, verdicts)
+    known, now_hold = marked_in_words(claims, verdicts)
     lines = [f"## Claims: {count['claims_hold']} of {count['claims_total']} hold\n"]
     if failing:
         lines += [f"**Do not hold ({len(failing)}):**\n", *(f"- {line}" for line in failing), ""]
-    else:
+    if known:
+        lines += [f"**Known not to reproduce here ({len(known)}), marked `known_to_fail` in `{CLAIMS_FILE}`:**\n",
+                  *(f"- {line}" for line in known), ""]
+    if now_hold:
+        lines += [f"**Marked `known_to_fail` but hold on this run ({len(now_hold)}):**\n",
+                  *(f"- {line}" for line in now_hold), ""]
+    if not failing and not known:
         lines.append(f"Every finding in `{CLAIMS_FILE}` holds on this run.\n")
     words = {c.id: c.claim for c in claims}
     rows = [(cid, "holds" if v["ok"] else "**fails**", v["measured"], v["expected"], words.get(cid, ""))

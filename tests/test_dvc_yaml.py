@@ -1,0 +1,81 @@
+"""dvc.yaml keeps up with params.yaml: every ablation has its train block and its loss plot, listing
+every variant. Adding an ablation or a variant is params.yaml (and claims.yaml for its findings); where
+dvc.yaml then lacks something, this test says exactly what to paste."""
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+PIPELINE = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+
+
+def train_block(ablation: str) -> str:
+    return f"""  train_{ablation}:
+    foreach: ${{ablations.{ablation}.variants}}
+    do:
+      cmd: python stages/train.py --ablation {ablation} --variant ${{key}} --checkpoints data/checkpoints/{ablation}/${{key}} data/encoded data/runs/{ablation}/${{key}}
+      deps: *train_deps
+      params:
+        - defaults
+        - ablations.{ablation}.seeds
+        - ablations.{ablation}.model
+        - ablations.{ablation}.train
+        - ablations.{ablation}.variants.${{key}}
+      outs:
+        - data/runs/{ablation}/${{key}}
+"""
+
+
+def loss_plot(ablation: str, variants: list[str]) -> str:
+    return f"""  - {ablation}_loss:
+      title: "{ablation}: training loss (seed mean, 10-step mean)"
+      x: step
+      y:
+        reports/curves/{ablation}_loss.csv: [{", ".join(variants)}]
+      x_label: training step
+      y_label: loss (nats per character)
+"""
+
+
+def _plots() -> dict:
+    return {name: plot for entry in PIPELINE["plots"] if isinstance(entry, dict) for name, plot in entry.items()}
+
+
+@pytest.mark.parametrize("ablation", list(PARAMS["ablations"]))
+def test_every_ablation_has_its_train_block_in_dvc_yaml(ablation):
+    expected = yaml.safe_load(train_block(ablation).replace("*train_deps", "[]"))[f"train_{ablation}"]
+    found = PIPELINE["stages"].get(f"train_{ablation}")
+    message = f"dvc.yaml: add (or correct) this block under `stages:`\n\n{train_block(ablation)}"
+    assert found is not None, message
+    assert {k: v for k, v in found["do"].items() if k != "deps"} == {
+        k: v for k, v in expected["do"].items() if k != "deps"}, message
+    assert found["foreach"] == expected["foreach"], message
+    assert found["do"]["deps"] == PIPELINE["stages"]["train_norm_order"]["do"]["deps"], message
+
+
+@pytest.mark.parametrize("ablation", list(PARAMS["ablations"]))
+def test_every_ablation_has_a_loss_plot_listing_every_variant(ablation):
+    variants = list(PARAMS["ablations"][ablation]["variants"])
+    plot = _plots().get(f"{ablation}_loss")
+    message = f"dvc.yaml: add (or correct) this entry under `plots:`\n\n{loss_plot(ablation, variants)}"
+    assert plot is not None, message
+    assert plot == yaml.safe_load(loss_plot(ablation, variants))[0][f"{ablation}_loss"], message
+
+
+def test_no_train_block_or_plot_is_left_for_an_ablation_params_yaml_no_longer_has():
+    trained = {name.removeprefix("train_") for name in PIPELINE["stages"] if name.startswith("train_")}
+    plotted = {name.removesuffix("_loss") for name in _plots()}
+    assert trained == plotted == set(PARAMS["ablations"])
+
+
+def test_the_check_names_the_missing_block_and_prints_the_yaml_to_add(monkeypatch):
+    monkeypatch.setitem(PARAMS["ablations"], "norm_type", {"variants": {"layer": {}, "rms": {}}})
+    with pytest.raises(AssertionError) as missing:
+        test_every_ablation_has_its_train_block_in_dvc_yaml("norm_type")
+    assert "train_norm_type:" in str(missing.value)
+    assert "foreach: ${ablations.norm_type.variants}" in str(missing.value)
+    with pytest.raises(AssertionError) as unplotted:
+        test_every_ablation_has_a_loss_plot_listing_every_variant("norm_type")
+    assert "reports/curves/norm_type_loss.csv: [layer, rms]" in str(unplotted.value)
