@@ -29,14 +29,16 @@ def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: st
     metrics = json.loads((reports_dir / "metrics.json").read_text())
     gradients = json.loads((reports_dir / "gradients.json").read_text())
     verdicts = json.loads((reports_dir / "claims.json").read_text())
+    reference = load_reference(reference_file)
     # Drawing is most of this stage's time (31 figures, ~0.4 s each): the ablations are drawn side by side,
     # one worker per core, while this process draws the gradient figure.
     with ProcessPoolExecutor(max_workers=min(len(params.ablations), os.cpu_count() or 1)) as pool:
-        drawing = {name: pool.submit(plots.ablation_outputs, params_file, name, runs_dir, metrics, reports_dir)
+        drawing = {name: pool.submit(plots.ablation_outputs, params_file, name, runs_dir, metrics, reports_dir,
+                                         reference)
                    for name in params.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
         figures = {name: future.result() for name, future in drawing.items()}
-    summary = summary_markdown(params, metrics, load_reference(reference_file), figures, gradients,
+    summary = summary_markdown(params, metrics, reference, figures, gradients,
                                str(gradient_figure.relative_to(reports_dir)),
                                verdicts_markdown(load_claims(claims_file), verdicts))
     (reports_dir / "summary.md").write_text(summary)

@@ -71,11 +71,11 @@ def test_no_train_block_or_plot_is_left_for_an_ablation_params_yaml_no_longer_ha
 
 
 def test_the_check_names_the_missing_block_and_prints_the_yaml_to_add(monkeypatch):
-    monkeypatch.setitem(PARAMS["ablations"], "norm_type", {"variants": {"layer": {}, "rms": {}}})
+    monkeypatch.setitem(PARAMS["ablations"], "my_ablation", {"variants": {"a": {}, "b": {}}})
     with pytest.raises(AssertionError) as missing:
-        test_every_ablation_has_its_train_block_in_dvc_yaml("norm_type")
-    assert "train_norm_type:" in str(missing.value)
-    assert "foreach: ${ablations.norm_type.variants}" in str(missing.value)
+        test_every_ablation_has_its_train_block_in_dvc_yaml("my_ablation")
+    assert "train_my_ablation:" in str(missing.value)
+    assert "foreach: ${ablations.my_ablation.variants}" in str(missing.value)
     with pytest.raises(AssertionError) as unplotted:
-        test_every_ablation_has_a_loss_plot_listing_every_variant("norm_type")
-    assert "reports/curves/norm_type_loss.csv: [layer, rms]" in str(unplotted.value)
+        test_every_ablation_has_a_loss_plot_listing_every_variant("my_ablation")
+    assert "reports/curves/my_ablation_loss.csv: [a, b]" in str(unplotted.value)

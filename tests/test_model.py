@@ -6,7 +6,7 @@ import torch.nn as nn
 from pydantic import ValidationError
 
 from blocklab.config import ModelConfig
-from blocklab.model import Block, FeedForward, TinyLM, build_model, parameter_counts
+from blocklab.model import MLP, Block, TinyLM, build_model, parameter_counts
 
 VOCAB = 65
 
@@ -105,7 +105,7 @@ def test_gelu_of_minus_one_is_minus_0_1587_and_relu_is_zero():
 @pytest.mark.parametrize("activation", ["gelu", "relu"])
 def test_feed_forward_gives_the_same_result_token_by_token_as_on_the_whole_sequence(activation):
     torch.manual_seed(0)
-    ffn = FeedForward(ModelConfig(activation=activation))
+    ffn = MLP(ModelConfig(activation=activation))
     x = torch.randn(2, 12, 64)
     token_by_token = torch.stack([ffn(x[:, t]) for t in range(12)], dim=1)
     torch.testing.assert_close(ffn(x), token_by_token)
@@ -117,7 +117,7 @@ def test_heads_must_divide_the_width():
 
 
 def test_feed_forward_multiplier_sets_the_hidden_width():
-    ffn = FeedForward(ModelConfig(d_model=32, ffn_mult=8))
+    ffn = MLP(ModelConfig(d_model=32, ffn_mult=8))
     assert ffn.widen.out_features == 256 and ffn.narrow.in_features == 256
     assert sum(p.numel() for p in ffn.parameters()) == 2 * 32 * 256 + 256 + 32
 
@@ -138,7 +138,7 @@ def _gradients(model: TinyLM, threads: int) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_one_thread_summing_norm_gradients_as_two_threads_gives_the_two_thread_gradients_bitwise(norm):
-    from blocklab.model import sum_norm_gradients_like
+    from blocklab.rounding import sum_norm_gradients_like
 
     model = build_model(ModelConfig(norm=norm), VOCAB, 0)
     two_threads = _gradients(model, 2)
@@ -151,7 +151,7 @@ def test_one_thread_summing_norm_gradients_as_two_threads_gives_the_two_thread_g
 
 
 def test_summing_norm_gradients_in_blocks_leaves_the_forward_pass_and_evaluation_unchanged():
-    from blocklab.model import sum_norm_gradients_like
+    from blocklab.rounding import sum_norm_gradients_like
 
     model = build_model(ModelConfig(n_layers=2), VOCAB, 0)
     idx = torch.randint(0, VOCAB, (4, 32), generator=torch.Generator().manual_seed(1))

@@ -49,7 +49,7 @@ MISTAKES = {
         r"'ablations.norm_order.variants.post.model.norm' = 'middle': Input should be 'pre' or 'post'"),
     "unknown activation": (
         "ablations.activation.variants.relu.model.activation", "tanh",
-        r"'ablations.activation.variants.relu.model.activation' = 'tanh': Input should be 'gelu' or 'relu'"),
+        r"'ablations.activation.variants.relu.model.activation' = 'tanh': Input should be 'gelu', 'relu' or 'silu'"),
     "negative warmup": (
         "ablations.warmup.variants.w25.train.warmup", -25,
         r"'ablations.warmup.variants.w25.train.warmup' = -25: Input should be greater than or equal to 0"),

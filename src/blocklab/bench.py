@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from blocklab.config import ModelConfig, RunSpec
 from blocklab.data import Corpus
-from blocklab.model import torch_threads
+from blocklab.rounding import torch_threads
 from blocklab.step_kernels import kernel_seconds, record_step
 from blocklab.training import LAST_STEPS, passive_openmp, train_seeds
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
 from pydantic import (
@@ -33,25 +33,53 @@ PARAMS_FILE = "params.yaml"
 
 @settings(frozen=True, config=ConfigDict(extra="forbid"))
 class ModelConfig:
-    """What a model is built from: `blocklab.model` reads each field in one place."""
+    """What a model is built from: `blocklab.model` reads each field in one place. The defaults are the
+    lesson's TinyLM."""
 
+    kind: Literal["transformer", "bigram"] = "transformer"  # bigram: logits read from a V x V embedding
     d_model: PositiveInt = 64
     n_heads: PositiveInt = 4
     n_layers: PositiveInt = 6
     context: PositiveInt = 32
-    ffn_mult: PositiveInt = 4
-    activation: Literal["gelu", "relu"] = "gelu"
-    norm: Literal["pre", "post"] = "pre"
-    residual: bool = True
+    qkv_bias: bool = True  # the q, k, v projections' bias (the lecture's heads have none)
+    attn_proj: bool = True  # the attention's output projection (the lecture's early rungs have none)
+    ffn: Literal["mlp", "swiglu", "none"] = "mlp"
+    ffn_mult: PositiveInt = 4  # hidden width = ffn_mult * d_model (SwiGLU: 2/3 of it, to match parameters)
+    ffn_hidden: Optional[PositiveInt] = None  # the hidden width itself, overriding ffn_mult
+    ffn_proj: bool = True  # the MLP's output projection; without it the hidden width must be d_model
+    activation: Literal["gelu", "relu", "silu"] = "gelu"
+    norm: Literal["pre", "post"] = "pre"  # where the norms sit
+    norm_type: Literal["layernorm", "rmsnorm", "none"] = "layernorm"
+    final_norm: Optional[bool] = None  # a norm before the head; default: pre-norm has one, post-norm not
+    residual: Union[bool, Literal["rezero", "deepnorm"]] = True  # true: x + f(x); false: none
 
     @model_validator(mode="after")
-    def _heads_divide_width(self) -> "ModelConfig":
+    def _consistent(self) -> "ModelConfig":
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"n_heads={self.n_heads} must divide d_model={self.d_model} "
                 f"(each head gets d_model / n_heads channels)"
             )
+        if self.ffn == "mlp" and not self.ffn_proj and self.hidden_width != self.d_model:
+            raise ValueError(
+                f"an MLP without its output projection (ffn_proj: false) must keep the width: hidden width "
+                f"{self.hidden_width} != d_model {self.d_model} (set ffn_mult: 1)"
+            )
+        if self.residual == "deepnorm" and self.norm != "post":
+            raise ValueError("residual: deepnorm is a post-norm scheme (LN(alpha * x + f(x))): set norm: post")
         return self
+
+    @property
+    def hidden_width(self) -> int:
+        if self.ffn_hidden is not None:
+            return self.ffn_hidden
+        if self.ffn == "swiglu":  # three matrices instead of two: 2/3 of the MLP's width (Shazeer 2020)
+            return round(2 * self.ffn_mult * self.d_model / 3)
+        return self.ffn_mult * self.d_model
+
+    @property
+    def has_final_norm(self) -> bool:
+        return self.norm == "pre" if self.final_norm is None else self.final_norm
 
 
 @settings(frozen=True, config=ConfigDict(extra="forbid"))
@@ -64,6 +92,7 @@ class TrainConfig:
     warmup: NonNegativeInt = 0
     eval_interval: PositiveInt = 50
     eval_windows: PositiveInt = 256
+    eval_batches: NonNegativeInt = 0  # the lecture's estimate too: mean loss over this many random validation batches
     device: Literal["auto", "cpu", "cuda"] = "auto"
     checkpoint_every: NonNegativeInt = 1000  # runs longer than this save a checkpoint this often; 0: never
 
@@ -82,7 +111,7 @@ def _override_of(cls: type) -> type[BaseModel]:
 
 ModelOverride = _override_of(ModelConfig)
 TrainOverride = _override_of(TrainConfig)
-FigureKind = Literal["depth", "train_val", "param_shares"]
+FigureKind = Literal["depth", "train_val", "param_shares", "ladder"]
 Seeds = Annotated[list[NonNegativeInt], Field(min_length=1)]
 
 

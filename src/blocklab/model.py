@@ -1,13 +1,14 @@
-"""The lesson's TinyLM: a character-level Transformer whose block can be ablated.
+"""The lesson's TinyLM, a character-level Transformer whose block is assembled from choices.
 
-Every switch an ablation flips (norm placement, residual, feed-forward width, activation,
-depth) is a field of `ModelConfig` (in `blocklab.config`, with the rest of params.yaml's schema)
-and is read in exactly one place below.
+Every choice an ablation makes (attention heads and projection, feed-forward kind and width,
+activation, norm type and placement, residual scheme, depth) is a field of `ModelConfig` (in
+`blocklab.config`, with the rest of params.yaml's schema) and is read in exactly one place below.
+The defaults build the lesson's model; module creation order (embeddings, blocks: norms, attention,
+feed-forward; final norm, head) fixes what a seed initialises. Speed and bit-for-bit machinery
+lives apart, in `blocklab.rounding`, applied by the trainer.
 """
 
 from __future__ import annotations
-
-from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
@@ -15,87 +16,18 @@ import torch.nn.functional as F
 
 from blocklab.config import ModelConfig
 
-
-ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
-
-
-class LayerNorm(nn.LayerNorm):
-    """`nn.LayerNorm` that can sum its weight and bias gradients as `row_blocks` CPU threads would.
-
-    ATen's CPU LayerNorm backward gives each thread a contiguous block of rows, sums the weight and
-    bias gradients within each block, then adds the blocks' sums: the only result in this model that
-    depends on the thread count (every matrix product, attention, GELU, embedding and loss gradient
-    came out bitwise equal with 1 and 2 threads here). A single-threaded process whose norms sum in the
-    blocks of N threads therefore trains bit for bit as an N-thread process does, which is what lets
-    seeds train side by side on one core each and still give the numbers they give alone."""
-
-    row_blocks: int = 1
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.row_blocks == 1 or x.device.type != "cpu" or not torch.is_grad_enabled():
-            return super().forward(x)
-        return _BlockwiseLayerNorm.apply(x, self.weight, self.bias, self.eps, self.row_blocks)
-
-
-class _BlockwiseLayerNorm(torch.autograd.Function):
-    """ATen's own LayerNorm kernels; the backward runs one block of rows at a time, single-threaded, split
-    as `at::parallel_for` splits rows among threads (ceil(rows / blocks) each), and adds the blocks' weight
-    and bias gradients in thread order, as ATen's second pass does."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, eps, blocks):
-        shape = (x.shape[-1],)
-        y, mean, rstd = torch.native_layer_norm(x, shape, weight, bias, eps)
-        ctx.save_for_backward(x, weight, bias, mean, rstd)
-        ctx.blocks = blocks
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, weight, bias, mean, rstd = ctx.saved_tensors
-        n = x.shape[-1]
-        rows = x.numel() // n
-        dy, x2, mean, rstd = dy.reshape(rows, n), x.reshape(rows, n), mean.reshape(rows, 1), rstd.reshape(rows, 1)
-        size = -(-rows // min(ctx.blocks, rows))
-        dxs, dweight, dbias = [], None, None
-        with torch_threads(1):
-            for start in range(0, rows, size):
-                part = slice(start, start + size)
-                dx, dw, db = torch.ops.aten.native_layer_norm_backward(
-                    dy[part], x2[part], (n,), mean[part], rstd[part], weight, bias, [True, True, True])
-                dxs.append(dx)
-                dweight = dw if dweight is None else dweight + dw
-                dbias = db if dbias is None else dbias + db
-        return torch.cat(dxs).view_as(x), dweight, dbias, None, None
-
-
-@contextmanager
-def torch_threads(threads: int):
-    """Run the block with `threads` intra-op threads, then restore the count."""
-    before = torch.get_num_threads()
-    if threads != before:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        if threads != before:
-            torch.set_num_threads(before)
-
-
-def sum_norm_gradients_like(model: nn.Module, threads: int) -> nn.Module:
-    """Make `model`'s LayerNorms sum their weight and bias gradients as `threads` CPU threads would."""
-    for module in model.modules():
-        if isinstance(module, LayerNorm):
-            module.row_blocks = threads
-    return model
+NORM_EPS = 1e-5
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}
 
 
 class CausalSelfAttention(nn.Module):
+    """`n_heads` causal heads from one fused q/k/v projection, concatenated, then (optionally) projected."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads = cfg.n_heads
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.qkv_bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model) if cfg.attn_proj else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
@@ -106,40 +38,87 @@ class CausalSelfAttention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
-class FeedForward(nn.Module):
+class MLP(nn.Module):
+    """widen -> activation -> narrow (the narrowing projection optional: then the width stays d_model)."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.widen = nn.Linear(cfg.d_model, cfg.ffn_mult * cfg.d_model)
+        self.widen = nn.Linear(cfg.d_model, cfg.hidden_width)
         self.act = ACTIVATIONS[cfg.activation]()
-        self.narrow = nn.Linear(cfg.ffn_mult * cfg.d_model, cfg.d_model)
+        self.narrow = nn.Linear(cfg.hidden_width, cfg.d_model) if cfg.ffn_proj else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.narrow(self.act(self.widen(x)))
 
 
-class Block(nn.Module):
-    """One Transformer block. Pre-norm: x + f(ln(x)); post-norm: ln(x + f(x)).
-    Without the residual the `x +` is dropped and the sub-layer output is passed on."""
+class SwiGLU(nn.Module):
+    """Shazeer (2020): w2(silu(w1 x) * w3 x), no biases."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        # Creation order (norms, attention, feed-forward) fixes what a seed initialises.
-        self.ln1 = LayerNorm(cfg.d_model)
-        self.ln2 = LayerNorm(cfg.d_model)
-        self.attn = CausalSelfAttention(cfg)
-        self.ffn = FeedForward(cfg)
-        self.pre_norm = cfg.norm == "pre"
-        self.residual = cfg.residual
+        self.w1 = nn.Linear(cfg.d_model, cfg.hidden_width, bias=False)
+        self.w3 = nn.Linear(cfg.d_model, cfg.hidden_width, bias=False)
+        self.w2 = nn.Linear(cfg.hidden_width, cfg.d_model, bias=False)
 
-    def _sublayer(self, x: torch.Tensor, f: nn.Module, norm: nn.Module) -> torch.Tensor:
-        y = f(norm(x)) if self.pre_norm else f(x)
-        if self.residual:
-            y = x + y
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+FEED_FORWARDS = {"mlp": MLP, "swiglu": SwiGLU}
+
+
+def make_norm(cfg: ModelConfig) -> nn.Module:
+    if cfg.norm_type == "layernorm":
+        return nn.LayerNorm(cfg.d_model, eps=NORM_EPS)
+    if cfg.norm_type == "rmsnorm":  # Zhang & Sennrich (2019): no re-centring, no bias
+        return nn.RMSNorm(cfg.d_model, eps=NORM_EPS)
+    return nn.Identity()
+
+
+class Residual(nn.Module):
+    """How a sub-layer's output y joins its input x: none (y), plain (x + y), ReZero (x + alpha * y, alpha a
+    learned scalar starting at 0; Bachlechner et al. 2020) or DeepNorm (alpha * x + y with alpha = (2N)^(1/4),
+    inside the post-norm; Wang et al. 2022)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.scheme = {True: "plain", False: "none"}.get(cfg.residual, cfg.residual)
+        if self.scheme == "rezero":
+            self.alpha = nn.Parameter(torch.zeros(()))
+        elif self.scheme == "deepnorm":
+            self.alpha = (2 * cfg.n_layers) ** 0.25
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.scheme == "plain":
+            return x + y
+        if self.scheme == "rezero":
+            return x + self.alpha * y
+        if self.scheme == "deepnorm":
+            return self.alpha * x + y
+        return y
+
+
+class Block(nn.Module):
+    """One Transformer block. Pre-norm: res(x, f(norm(x))); post-norm: norm(res(x, f(x))); the residual
+    `res` is one of `Residual`'s schemes. Without a feed-forward network the block is attention alone."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln1 = make_norm(cfg)
+        self.ln2 = make_norm(cfg)
+        self.attn = CausalSelfAttention(cfg)
+        self.ffn = FEED_FORWARDS[cfg.ffn](cfg) if cfg.ffn != "none" else None
+        self.res1 = Residual(cfg)
+        self.res2 = Residual(cfg)
+        self.pre_norm = cfg.norm == "pre"
+
+    def _sublayer(self, x: torch.Tensor, f: nn.Module, norm: nn.Module, residual: Residual) -> torch.Tensor:
+        y = residual(x, f(norm(x)) if self.pre_norm else f(x))
         return y if self.pre_norm else norm(y)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self._sublayer(x, self.attn, self.ln1)
-        return self._sublayer(x, self.ffn, self.ln2)
+        x = self._sublayer(x, self.attn, self.ln1, self.res1)
+        return x if self.ffn is None else self._sublayer(x, self.ffn, self.ln2, self.res2)
 
 
 class TinyLM(nn.Module):
@@ -149,9 +128,11 @@ class TinyLM(nn.Module):
         self.tok_emb = nn.Embedding(vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.context, cfg.d_model)
         self.blocks = nn.Sequential(*(Block(cfg) for _ in range(cfg.n_layers)))
-        # Post-norm blocks already end in a LayerNorm, so only pre-norm gets a final one.
-        self.ln_f = LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        # Post-norm blocks already end in a norm, so by default only pre-norm gets a final one.
+        self.ln_f = make_norm(cfg) if cfg.has_final_norm else nn.Identity()
         self.head = nn.Linear(cfg.d_model, vocab_size)
+        if cfg.residual == "deepnorm":
+            _scale_deepnorm_projections(self.blocks, beta=(8 * cfg.n_layers) ** -0.25)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """(B, T) character ids -> (B, T, V) logits."""
@@ -161,16 +142,45 @@ class TinyLM(nn.Module):
         return self.head(self.ln_f(self.blocks(x)))
 
 
-def build_model(cfg: ModelConfig, vocab_size: int, seed: int) -> TinyLM:
+@torch.no_grad()
+def _scale_deepnorm_projections(blocks: nn.Sequential, beta: float) -> None:
+    """DeepNet's initialisation: the value and output projections and the feed-forward weights scaled by
+    beta (queries and keys are left alone)."""
+    for block in blocks:
+        d = block.attn.qkv.out_features // 3
+        block.attn.qkv.weight[2 * d :].mul_(beta)
+        weights = [m.weight for m in [block.attn.proj, *(block.ffn.modules() if block.ffn else [])]
+                   if isinstance(m, nn.Linear)]
+        for weight in weights:
+            weight.mul_(beta)
+
+
+class Bigram(nn.Module):
+    """The lecture's first rung: the next character's logits read straight from a V x V embedding."""
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(vocab_size, vocab_size)
+        self.blocks = nn.Sequential()
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.tok_emb(idx)
+
+
+MODELS = {"transformer": TinyLM, "bigram": Bigram}
+
+
+def build_model(cfg: ModelConfig, vocab_size: int, seed: int) -> nn.Module:
     """The lesson's seeded construction: the global seed is set immediately before building."""
     torch.manual_seed(seed)
-    return TinyLM(cfg, vocab_size)
+    return MODELS[cfg.kind](cfg, vocab_size)
 
 
-def parameter_counts(model: TinyLM) -> dict[str, int]:
+def parameter_counts(model: nn.Module) -> dict[str, int]:
     """Parameters in total and by part: attention, feed-forward, and everything else."""
     def count(modules) -> int:
-        return sum(p.numel() for m in modules for p in m.parameters())
+        return sum(p.numel() for m in modules if m is not None for p in m.parameters())
 
     blocks = list(model.blocks)
     total = count([model])

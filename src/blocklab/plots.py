@@ -131,6 +131,29 @@ def train_vs_validation(curves: pd.DataFrame, baselines: dict, title: str, path:
     return _save(fig, path)
 
 
+def ladder(runs: pd.DataFrame, baselines: dict, published: dict[str, float], title: str, path: Path) -> Path:
+    """One bar per rung: the seed mean of the lecture-style validation loss, its seed range as an error bar,
+    the lecture's figure marked where it gave one, the unigram baseline drawn."""
+    field = "val_loss_batches" if "val_loss_batches" in runs else "val_loss"
+    by_rung = runs.groupby("variant", sort=False).agg(label=("label", "first"), mean=(field, "mean"),
+                                                      low=(field, "min"), high=(field, "max"))
+    x = range(len(by_rung))
+    fig, ax = plt.subplots(figsize=(9, 5))
+    ax.bar(x, by_rung["mean"], color="C0", alpha=0.6, label="blocklab, seed mean")
+    ax.errorbar(x, by_rung["mean"], yerr=[by_rung["mean"] - by_rung["low"], by_rung["high"] - by_rung["mean"]],
+                fmt="none", ecolor="k", capsize=4, label="seed range")
+    marked = [(i, published[v]) for i, v in enumerate(by_rung.index) if v in published]
+    ax.scatter([i for i, _ in marked], [p for _, p in marked], marker="_", s=900, color="C3", zorder=3,
+               linewidths=2.5, label="the lecture's figure")
+    ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1,
+               label=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
+    ax.set_xticks(list(x), by_rung["label"], rotation=15, fontsize=8)
+    lows = min(by_rung["low"].min(), *(p for _, p in marked)) if marked else by_rung["low"].min()
+    ax.set(title=title, ylabel=f"validation {LOSS_LABEL}", ylim=(lows - 0.15, baselines["unigram_val"] + 0.15))
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
 def gradient_depths(table: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 5))
     for key, by_depth in table.items():
@@ -145,7 +168,7 @@ def gradient_depths(table: dict, path: Path) -> Path:
 
 
 def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: pd.DataFrame, baselines: dict,
-                     out_dir: Path) -> dict[str, Path]:
+                     out_dir: Path, reference: dict | None = None) -> dict[str, Path]:
     """Every figure of one ablation: loss curves, gradient norms, final losses, and its extra kinds."""
     title = ablation.description or name
     figures = {
@@ -160,6 +183,8 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
         "depth": lambda: loss_by_depth(runs, baselines, f"{name}: final loss vs depth", out_dir / f"{name}_depth.png"),
         "train_val": lambda: train_vs_validation(curves, baselines, f"{name}: training vs validation loss",
                                                  out_dir / f"{name}_train_val.png"),
+        "ladder": lambda: ladder(runs, baselines, (reference or {}).get(name, {}),
+                                 f"{name}: validation loss rung by rung", out_dir / f"{name}_ladder.png"),
     }
     for kind in ablation.figures:
         figures[kind] = extras[kind]()
@@ -167,7 +192,7 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
 
 
 def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: dict,
-                     reports_dir: Path) -> dict[str, str]:
+                     reports_dir: Path, reference: dict | None = None) -> dict[str, str]:
     """One ablation's figures (reports/figures) and `dvc plots` tables (reports/curves); returns the figures'
     paths relative to `reports_dir`, by kind. Ablations are independent: the report stage draws them side by
     side, in worker processes (hence a params file: the parsed params do not pickle)."""
@@ -175,7 +200,7 @@ def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: d
     curves = curves_frame(params, ablation, runs_dir)
     runs = runs_frame(params, ablation, metrics)
     drawn = ablation_figures(ablation, params.ablations[ablation], curves, runs, metrics["baselines"],
-                             reports_dir / "figures")
+                             reports_dir / "figures", reference)
     tables_dir = reports_dir / "curves"
     tables_dir.mkdir(parents=True, exist_ok=True)
     plot_table(curves, "loss").to_csv(tables_dir / f"{ablation}_loss.csv", index=False)

@@ -94,6 +94,8 @@ def variant_table(runs: pd.DataFrame, reference: dict, ablation: str, baselines:
     for variant, group in runs.groupby("variant", sort=False):
         published = [published_loss(reference, f"{ablation}/{variant}/seed{s}") for s in group["seed"]]
         shown = [f"{p:.3f} (seed {s})" for p, s in zip(published, group["seed"]) if p is not None]
+        if variant in reference.get(ablation, {}):  # the lecture's ladder: one validation figure per rung
+            shown.append(f"{reference[ablation][variant]:.2f} (validation)")
         collapsed = int(group["collapsed"].sum())
         rows.append({
             "variant": group["label"].iloc[0],
@@ -101,6 +103,8 @@ def variant_table(runs: pd.DataFrame, reference: dict, ablation: str, baselines:
             "final train loss": _mean_std(group["train_loss_last25"]),
             "published": ", ".join(shown) or "–",
             "val loss": _mean_std(group["val_loss"]),
+            **({"val loss, 200 random batches": _mean_std(group["val_loss_batches"])}
+               if group.get("val_loss_batches") is not None and group["val_loss_batches"].notna().all() else {}),
             "parameters": f"{group['n_params'].iloc[0]:,}",
             "feed-forward share": f"{group['share_feed_forward'].iloc[0]:.0%}",
             "max grad norm": f"{group['max_grad_norm'].max():.1f}",
@@ -148,9 +152,11 @@ def finding(runs: pd.DataFrame, baselines: dict, figures: list[str]) -> str:
 
 def _setting(spec: RunSpec) -> str:
     m, t = spec.model, spec.train
-    return (f"d_model {m.d_model}, {m.n_heads} heads, context {m.context}, {m.norm}-norm, "
-            f"{m.n_layers} layers, feed-forward {m.ffn_mult}x {m.activation}, "
-            f"{'with' if m.residual else 'without'} residuals; lr {t.lr:g}, {t.steps} steps, "
+    residual = {True: "residuals", False: "no residuals"}.get(m.residual, f"{m.residual} residuals")
+    ffn = "no feed-forward" if m.ffn == "none" else f"feed-forward {m.ffn} ({m.hidden_width} wide, {m.activation})"
+    model = (f"d_model {m.d_model}, {m.n_heads} heads, context {m.context}, {m.norm}-norm ({m.norm_type}), "
+             f"{m.n_layers} layers, {ffn}, {residual}")
+    return (f"{'bigram; ' if m.kind == 'bigram' else ''}{model}; lr {t.lr:g}, {t.steps} steps, "
             f"batch {t.batch_size}, warmup {t.warmup}; seeds {', '.join(map(str, spec.seeds))}")
 
 

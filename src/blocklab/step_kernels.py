@@ -18,7 +18,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from blocklab.config import ModelConfig, TrainConfig
-from blocklab.model import build_model, sum_norm_gradients_like, torch_threads
+from blocklab.model import build_model
+from blocklab.rounding import sum_norm_gradients_like, torch_threads
 from blocklab.optimizer import AdamW
 from blocklab.training import loss_and_gradients
 

@@ -12,6 +12,7 @@ import math
 import multiprocessing
 import os
 import platform
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -26,7 +27,8 @@ from tqdm import tqdm
 from blocklab.config import ModelConfig, TrainConfig
 from blocklab.data import atomic_write
 from blocklab.errors import BlocklabError
-from blocklab.model import build_model, parameter_counts, sum_norm_gradients_like, torch_threads
+from blocklab.model import build_model, parameter_counts
+from blocklab.rounding import sum_norm_gradients_like, torch_threads
 from blocklab.optimizer import AdamW
 
 OMP_WAIT_POLICY = "OMP_WAIT_POLICY"
@@ -89,6 +91,26 @@ def evaluate_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batc
         total += F.cross_entropy(logits.flatten(0, 1), y[i : i + batch].flatten(), reduction="sum").item()
     model.train(was_training)
     return total / y.numel()
+
+
+@torch.no_grad()
+def random_batches_loss(model: torch.nn.Module, val: torch.Tensor, context: int, batch_size: int, batches: int,
+                        seed: int) -> float:
+    """The lecture's `estimate_loss`: the mean of the cross-entropies of `batches` random validation batches
+    of (batch_size, context), drawn from their own seeded generator (the training batches' stream is left alone)."""
+    was_training = model.training
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    windows = torch.arange(context + 1)
+    device = next(model.parameters()).device
+    losses = []
+    for _ in range(batches):
+        starts = torch.randint(0, len(val) - context, (batch_size,), generator=generator)
+        chunk = val[starts[:, None] + windows].to(device)
+        logits = model(chunk[:, :-1])
+        losses.append(F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten()).item())
+    model.train(was_training)
+    return sum(losses) / len(losses)
 
 
 def train_run(
@@ -195,6 +217,9 @@ def train_run(
         "share_feed_forward": counts["feed_forward"] / counts["total"],
         "steps": done,
     }
+    if train_cfg.eval_batches:  # only then: the metrics of runs without it stay as they were
+        metrics["val_loss_batches"] = _finite_or_none(random_batches_loss(
+            model, val, T, B, train_cfg.eval_batches, seed))
     return RunResult(curve=curve, metrics=metrics, seconds=seconds)
 
 
@@ -232,7 +257,7 @@ def train_seeds(
     which keeps the cores busier than one multi-threaded run at a time: at this model's size a second
     thread adds little (150 steps of the lesson's 6-layer model took 10.7 s with two threads and 13.3 s
     with one, measured here one after the other). Each run still rounds as it would alone with the default
-    thread count (see `model.LayerNorm`), so its numbers are bitwise those it gets alone, and those of the
+    thread count (see `blocklab.rounding`), so its numbers are bitwise those it gets alone, and those of the
     lesson's plain loop. Workers wait for OpenMP work passively: with the default spinning, two
     two-threaded processes on two cores crawl (1.7 steps/s each instead of 10.8, measured here)."""
     threads = torch.get_num_threads()
@@ -246,6 +271,10 @@ def train_seeds(
     if len(jobs) == 1 or resolve_device(train_cfg.device).type != "cpu":
         return {job["seed"]: train_run(**job) for job in jobs}
     share = threads_per_worker(model_cfg, train_cfg, vocab_size, len(jobs))
+    if share == threads > 1:
+        tqdm.write(f"{label or 'these runs'}: with one thread this model would round otherwise than with {threads} "
+                   f"(a norm without a thread-rounding twin in blocklab.rounding), so each of its {len(jobs)} seeds "
+                   f"trains with all {threads} threads", file=sys.stderr)
     for job in jobs:
         job["threads"] = share
     # OpenMP reads its wait policy once, when torch loads: a process that already waits passively (the
