@@ -118,6 +118,8 @@ def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> di
         ablation["variants"] = dict(list(ablation["variants"].items())[:variants])
         for variant in ablation["variants"].values():
             variant.setdefault("model", {})["n_layers"] = min(variant.get("model", {}).get("n_layers", 1), 2)
+            if "steps" in variant.get("train", {}):
+                variant["train"]["steps"] = steps
         ablation["model"].pop("n_layers", None)
     params["defaults"]["model"]["n_layers"] = 1
     return params

@@ -50,6 +50,17 @@ MISTAKES = {
     "unknown activation": (
         "ablations.activation.variants.relu.model.activation", "tanh",
         r"'ablations.activation.variants.relu.model.activation' = 'tanh': Input should be 'gelu', 'relu' or 'silu'"),
+    "unknown residual scheme": (
+        "ablations.residual.variants.with.model.residual", "maybe",
+        r"'ablations.residual.variants.with.model.residual' = 'maybe': Input should be true or false, or "
+        r"'rezero' or 'deepnorm'$"),
+    "unknown norm type": (
+        "ablations.norm_type.variants.rmsnorm.model.norm_type", "batchnorm",
+        r"'ablations.norm_type.variants.rmsnorm.model.norm_type' = 'batchnorm': Input should be 'layernorm', "
+        r"'rmsnorm' or 'none'"),
+    "deepnorm with pre-norm": (
+        "ablations.residual_scheme.variants.deepnorm.model.norm", "pre",
+        r"residual: deepnorm is a post-norm scheme"),
     "negative warmup": (
         "ablations.warmup.variants.w25.train.warmup", -25,
         r"'ablations.warmup.variants.w25.train.warmup' = -25: Input should be greater than or equal to 0"),

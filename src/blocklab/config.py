@@ -194,7 +194,7 @@ def _resolve(default, ablation: BaseModel, variant: BaseModel, where: str):
     try:
         return replace(default, **overrides)
     except ValidationError as err:
-        raise ParamsError(f"{where}: " + "; ".join(_describe(e) for e in err.errors())) from None
+        raise ParamsError(f"{where}: " + "; ".join(_describe(e) for e in _one_error_per_union(err.errors()))) from None
 
 
 def _unknown(what: str, name: str, known) -> str:
@@ -239,11 +239,28 @@ def _describe(error: dict) -> str:
     return f"'{key}' = {value!r}: {message}" if key else message
 
 
+def _one_error_per_union(errors: list[dict]) -> list[dict]:
+    """Pydantic reports a value that fits no member of a union (`residual: true | false | rezero | deepnorm`)
+    once per member, each under a tag; a person needs one line naming everything allowed."""
+    merged, by_key = [], {}
+    for error in errors:
+        loc = tuple(error["loc"])
+        tag = loc[-1] if loc and isinstance(loc[-1], str) else ""
+        if tag == "bool" or tag.startswith("literal["):
+            allowed = "true or false" if tag == "bool" else error["msg"].removeprefix("Input should be ")
+            if loc[:-1] in by_key:
+                by_key[loc[:-1]]["msg"] += f", or {allowed}"
+                continue
+            error = by_key[loc[:-1]] = {**error, "loc": loc[:-1], "msg": f"Input should be {allowed}"}
+        merged.append(error)
+    return merged
+
+
 def parse_params(raw: Any) -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as err:
-        problems = [_describe(e) for e in err.errors()]
+        problems = [_describe(e) for e in _one_error_per_union(err.errors())]
         raise ParamsError(
             f"params.yaml has {len(problems)} problem{'s' * (len(problems) > 1)}:\n  - " + "\n  - ".join(problems)
         ) from None

@@ -152,12 +152,15 @@ def finding(runs: pd.DataFrame, baselines: dict, figures: list[str]) -> str:
 
 def _setting(spec: RunSpec) -> str:
     m, t = spec.model, spec.train
+    training = (f"lr {t.lr:g}, {t.steps} steps, batch {t.batch_size}, warmup {t.warmup}; "
+                f"seeds {', '.join(map(str, spec.seeds))}")
+    if m.kind == "bigram":
+        return f"a bigram (logits read from a V x V embedding); {training}"
     residual = {True: "residuals", False: "no residuals"}.get(m.residual, f"{m.residual} residuals")
     ffn = "no feed-forward" if m.ffn == "none" else f"feed-forward {m.ffn} ({m.hidden_width} wide, {m.activation})"
-    model = (f"d_model {m.d_model}, {m.n_heads} heads, context {m.context}, {m.norm}-norm ({m.norm_type}), "
-             f"{m.n_layers} layers, {ffn}, {residual}")
-    return (f"{'bigram; ' if m.kind == 'bigram' else ''}{model}; lr {t.lr:g}, {t.steps} steps, "
-            f"batch {t.batch_size}, warmup {t.warmup}; seeds {', '.join(map(str, spec.seeds))}")
+    norms = "no norms" if m.norm_type == "none" else f"{m.norm}-norm ({m.norm_type})"
+    return (f"d_model {m.d_model}, {m.n_heads} heads, context {m.context}, {norms}, {m.n_layers} layers, {ffn}, "
+            f"{residual}; {training}")
 
 
 def gradient_section(gradients: dict, reference: dict, figure: str) -> str:
@@ -210,7 +213,7 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
         spec = params.spec(name, next(iter(ablation.variants)))
         images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures[name].items())
         parts.append(
-            f"## {name}\n\n{ablation.description}\n\nShared setting: {_setting(spec)}.\n\n"
+            f"## {name}\n\n{ablation.description}\n\nSetting of the first variant, {spec.label}: {_setting(spec)}.\n\n"
             f"{variant_table(runs, reference, name, b)}\n\n"
             f"**Finding.** {finding(runs, b, list(ablation.figures))}\n\n{images}\n"
         )

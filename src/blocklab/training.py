@@ -273,8 +273,8 @@ def train_seeds(
     share = threads_per_worker(model_cfg, train_cfg, vocab_size, len(jobs))
     if share == threads > 1:
         tqdm.write(f"{label or 'these runs'}: with one thread this model would round otherwise than with {threads} "
-                   f"(a norm without a thread-rounding twin in blocklab.rounding), so each of its {len(jobs)} seeds "
-                   f"trains with all {threads} threads", file=sys.stderr)
+                   f"(a kernel sums by thread where blocklab.rounding has no twin for it), so each of its "
+                   f"{len(jobs)} seeds trains with all {threads} threads", file=sys.stderr)
     for job in jobs:
         job["threads"] = share
     # OpenMP reads its wait policy once, when torch loads: a process that already waits passively (the
