@@ -123,9 +123,9 @@ def _curve_metrics(curve: pd.DataFrame, now_ms: int):
     return metrics
 
 
-def _tags(spec: RunSpec, key: str, name: str) -> dict[str, str]:
+def _tags(spec: RunSpec, key: str) -> dict[str, str]:
     tags = {RUN_KEY_TAG: key, "blocklab.ablation": spec.ablation, "blocklab.variant": spec.variant,
-            "dvc.stage": f"train_{spec.ablation}@{spec.variant}", "mlflow.runName": name}
+            "dvc.stage": f"train_{spec.ablation}@{spec.variant}"}
     if commit := _git_commit():
         tags["mlflow.source.git.commit"] = commit
     if exp_name := os.environ.get("DVC_EXP_NAME"):  # set by `dvc exp run`, queued or not
@@ -154,7 +154,7 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
 
     experiment_id = _experiment_id(client, f"blocklab/{spec.ablation}")
     name = f"{spec.variant}/seed{seed}"
-    tags = {k: v for k, v in _tags(spec, key, name).items() if k != "mlflow.runName"}
+    tags = _tags(spec, key)
     if parent_id is not None:
         tags[PARENT_TAG] = parent_id
     run_id = client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
@@ -247,52 +247,57 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
         untrained = [seed for seed, d in directories.items() if not (d / "metrics.json").exists()]
         for seed in untrained:
             result["failed"][spec.key(seed)] = f"not trained: no results in {directories[seed]} (run `dvc repro`)"
-        if untrained:
-            continue
-        keys = {seed: run_key(spec, seed, d) for seed, d in directories.items()}
-        parent_key = variant_key(spec, list(keys.values()))
-        if _complete(stored.get(parent_key, [])) is not None:
-            result["already"] += len(keys)
-            continue
-        figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir else None
-        try:
-            _delete_incomplete(client, stored.get(parent_key, []))
-            parent_id = client.create_run(_experiment_id(client, f"blocklab/{spec.ablation}"), run_name=spec.variant,
-                                          tags={k: v for k, v in _tags(spec, parent_key, spec.variant).items()
-                                                if k != "mlflow.runName"}).info.run_id
-        except Exception as err:  # noqa: BLE001
-            result["failed"].update({spec.key(seed): _reason(err) for seed in keys})
-            continue
-        seeds_done = True
-        for seed, key in keys.items():
-            started = time.perf_counter()
-            try:
-                if (done := _complete(stored.get(key, []))) is not None:  # logged whole before: nest it here
-                    client.set_tag(done.info.run_id, PARENT_TAG, parent_id)
-                    result["already"] += 1
-                    continue
-                _delete_incomplete(client, stored.get(key, []))
-                log_run(client, spec, seed, directories[seed], baselines, figure, key, parent_id)
-            except Exception as err:  # noqa: BLE001
-                result["failed"][spec.key(seed)] = _reason(err)
-                seeds_done = False
-                continue
-            result["log_seconds"][spec.key(seed)] = time.perf_counter() - started
-            result["train_seconds"][spec.key(seed)] = read_timing(directories[seed])["seconds"]
-            result["logged"].append(spec.key(seed))
-        if not seeds_done:  # left incomplete: the next `blocklab track` replaces it
-            continue
-        try:
-            from mlflow.entities import Param
-
-            shared = {k: v for k, v in flat_params(spec, spec.seeds[0]).items() if k != "seed"}
-            _log_all(client, parent_id, variant_metrics(directories, baselines, int(time.time() * 1000)),
-                     [Param(k, v) for k, v in {**shared, "seeds": ",".join(map(str, keys))}.items()])
-            client.set_terminated(parent_id, status=COMPLETE)
-            result["variants"] += 1
-        except Exception as err:  # noqa: BLE001
-            result["failed"][f"{spec.ablation}/{spec.variant}"] = _reason(err)
+        if not untrained:
+            figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir else None
+            _log_variant(client, spec, directories, stored, baselines, figure, result)
     return result
+
+
+def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: dict[str, list], baselines: dict,
+                 figure: Path | None, result: dict) -> None:
+    """One variant: its parent run, its seeds nested under it (logging those the store lacks), then the parent's
+    statistics and FINISHED. A failure leaves the parent unfinished, for the next `blocklab track` to replace."""
+    from mlflow.entities import Param
+
+    keys = {seed: run_key(spec, seed, d) for seed, d in directories.items()}
+    parent_key = variant_key(spec, list(keys.values()))
+    if _complete(stored.get(parent_key, [])) is not None:
+        result["already"] += len(keys)
+        return
+    try:
+        _delete_incomplete(client, stored.get(parent_key, []))
+        parent_id = client.create_run(_experiment_id(client, f"blocklab/{spec.ablation}"), run_name=spec.variant,
+                                      tags=_tags(spec, parent_key)).info.run_id
+    except Exception as err:  # noqa: BLE001
+        result["failed"].update({spec.key(seed): _reason(err) for seed in keys})
+        return
+    seeds_done = True
+    for seed, key in keys.items():
+        started = time.perf_counter()
+        try:
+            if (done := _complete(stored.get(key, []))) is not None:  # logged whole before: nest it here
+                client.set_tag(done.info.run_id, PARENT_TAG, parent_id)
+                result["already"] += 1
+                continue
+            _delete_incomplete(client, stored.get(key, []))
+            log_run(client, spec, seed, directories[seed], baselines, figure, key, parent_id)
+        except Exception as err:  # noqa: BLE001
+            result["failed"][spec.key(seed)] = _reason(err)
+            seeds_done = False
+            continue
+        result["log_seconds"][spec.key(seed)] = time.perf_counter() - started
+        result["train_seconds"][spec.key(seed)] = read_timing(directories[seed])["seconds"]
+        result["logged"].append(spec.key(seed))
+    if not seeds_done:
+        return
+    try:
+        shared = {k: v for k, v in flat_params(spec, spec.seeds[0]).items() if k != "seed"}
+        _log_all(client, parent_id, variant_metrics(directories, baselines, int(time.time() * 1000)),
+                 [Param(k, v) for k, v in {**shared, "seeds": ",".join(map(str, keys))}.items()])
+        client.set_terminated(parent_id, status=COMPLETE)
+        result["variants"] += 1
+    except Exception as err:  # noqa: BLE001
+        result["failed"][f"{spec.ablation}/{spec.variant}"] = _reason(err)
 
 
 def _reason(err: Exception) -> str:
