@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +16,7 @@ from blocklab.report import curves_frame, plot_table, runs_frame  # noqa: E402
 
 SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
 LOSS_LABEL = "loss (nats per character)"
+TITLE_WIDTH = 90  # characters a title line holds in an 8-inch figure
 
 
 def _baselines(ax, baselines: dict) -> None:
@@ -170,7 +172,7 @@ def gradient_depths(table: dict, path: Path) -> Path:
 def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: pd.DataFrame, baselines: dict,
                      out_dir: Path, reference: dict | None = None) -> dict[str, Path]:
     """Every figure of one ablation: loss curves, gradient norms, final losses, and its extra kinds."""
-    title = ablation.description or name
+    title = textwrap.fill(ablation.description or name, TITLE_WIDTH)
     figures = {
         "loss": loss_curves(curves, baselines, title, out_dir / f"{name}_loss.png"),
         "grad_norm": grad_norm_curves(curves, f"{name}: gradient norm during training",
