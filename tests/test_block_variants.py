@@ -167,3 +167,9 @@ def test_a_run_without_eval_batches_keeps_the_metrics_it_had():
     result = train_run(ModelConfig(d_model=32, context=8, n_layers=1), TrainConfig(steps=2, eval_windows=8), 0,
                        train, val, VOCAB)
     assert "val_loss_batches" not in result.metrics
+
+
+def test_a_block_without_a_feed_forward_network_has_no_second_norm_or_residual():
+    block = Block(ModelConfig(ffn="none"))
+    assert block.ln2 is None and block.res2 is None
+    assert sum(p.numel() for p in block.parameters()) == 16_640 + 128  # attention and one LayerNorm

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import statistics
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -64,10 +65,7 @@ class Reports:
 
     def std(self, variant: str, field: str = LOSS) -> float | None:
         values = self.seeds(variant, field)
-        if None in values or len(values) < 2:
-            return None
-        mean = sum(values) / len(values)
-        return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+        return None if None in values or len(values) < 2 else statistics.stdev(values)
 
     def baseline(self, name: str) -> float:
         if name not in self.baselines:

@@ -104,12 +104,13 @@ class Block(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        has_ffn = cfg.ffn != "none"
         self.ln1 = make_norm(cfg)
-        self.ln2 = make_norm(cfg)
+        self.ln2 = make_norm(cfg) if has_ffn else None
         self.attn = CausalSelfAttention(cfg)
-        self.ffn = FEED_FORWARDS[cfg.ffn](cfg) if cfg.ffn != "none" else None
+        self.ffn = FEED_FORWARDS[cfg.ffn](cfg) if has_ffn else None
         self.res1 = Residual(cfg)
-        self.res2 = Residual(cfg)
+        self.res2 = Residual(cfg) if has_ffn else None
         self.pre_norm = cfg.norm == "pre"
 
     def _sublayer(self, x: torch.Tensor, f: nn.Module, norm: nn.Module, residual: Residual) -> torch.Tensor:
