@@ -2,17 +2,25 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# torch comes first, on its own: PyPI's Linux wheel of torch is the CUDA build (several GB). On a
+# CPU-only machine pass PyTorch's CPU wheel index: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# (a CUDA machine: the index of its CUDA version, e.g. .../whl/cu128, or none for PyPI's CUDA build).
+TORCH       ?= torch==2.13.0
+TORCH_INDEX ?=
+# Where everything else comes from (default: pip's own configuration, normally PyPI).
+INDEX_URL   ?=
+# The versions that produced the committed dvc.lock and reports/ (regenerate: see its first lines).
+LOCK        ?= requirements.lock
 # Put the venv first on PATH so DVC stages' `python` is the project's.
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: repro test test-fast install clean
 
-$(BIN)/blocklab: pyproject.toml
+$(BIN)/blocklab: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# The CPU build of torch first: an unpinned torch would pull several GB of CUDA wheels.
-	$(BIN)/python -m pip install --quiet "torch==2.13.0"
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	$(BIN)/python -m pip install --quiet $(if $(INDEX_URL),--index-url $(INDEX_URL)) -c $(LOCK) -e ".[test]"
 	touch $@
 
 install: $(BIN)/blocklab

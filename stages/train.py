@@ -13,7 +13,7 @@ from blocklab.config import load_params  # noqa: E402
 from blocklab.data import load_corpus  # noqa: E402
 from blocklab.errors import reports_errors  # noqa: E402
 from blocklab.results import run_dir, write_run  # noqa: E402
-from blocklab.training import train_seeds  # noqa: E402
+from blocklab.runner import train_seeds  # noqa: E402
 
 
 @click.command()

@@ -1,17 +1,25 @@
-"""Shared fixtures: a throw-away copy of the project, run with the real DVC and the real corpus mirror."""
+"""Shared fixtures: a throw-away copy of the project, run with the real DVC and the real corpus mirror;
+servers and workers that stop with everything they started; and a check that no process the tests
+started outlives the suite."""
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import random
 import shutil
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
+
+from blocklab.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[1]
 # Tiny Shakespeare: the mirror CI points at, else the shared copy beside the repository.
@@ -116,6 +124,7 @@ def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> di
         ablation["train"].update(steps=steps, eval_interval=5)
         ablation["seeds"] = ablation["seeds"][:2]
         ablation["variants"] = dict(list(ablation["variants"].items())[:variants])
+        ablation["labels"] = {k: v for k, v in ablation.get("labels", {}).items() if k in ablation["variants"]}
         for variant in ablation["variants"].values():
             variant.setdefault("model", {})["n_layers"] = min(variant.get("model", {}).get("n_layers", 1), 2)
             if "steps" in variant.get("train", {}):
@@ -169,3 +178,98 @@ def reproduced_project(tmp_path_factory) -> Project:
 def _own_thread_check_cache(tmp_path_factory):
     """The tests check threads afresh, in a cache of their own, not the user's."""
     os.environ["BLOCKLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("blocklab-cache"))
+
+
+def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of `processes` still running (an ended process waiting to be reaped has stopped)."""
+    running = []
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                running.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return running
+
+
+def described(processes: list[psutil.Process]) -> str:
+    parts = []
+    for process in processes:
+        try:
+            parts.append(f"{process.pid} {' '.join(process.cmdline())[:160]}")
+        except psutil.Error:
+            parts.append(str(process.pid))
+    return "; ".join(parts)
+
+
+def stop_tree(process: subprocess.Popen, tree: list[psutil.Process], grace: float = 10.0) -> None:
+    """Stop `process`'s process group, then anything of its tree that left the group; fail naming any
+    process of the tree that still runs."""
+    stop_group(process.pid, grace)
+    for straggler in alive(tree):
+        straggler.kill()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    psutil.wait_procs(alive(tree), timeout=10)
+    left = alive([psutil.Process(process.pid)] if process.returncode is None else []) + alive(tree)
+    assert not left, f"still running after stopping {process.args[0]}: {described(left)}"
+
+
+def tree_of(process: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(process.pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+@contextmanager
+def started(cmd: list[str], **popen) -> subprocess.Popen:
+    """A server or worker in a process group of its own. Leaving the block, also when the test fails
+    half-way, stops the group and every process it started, and checks that none of them still runs."""
+    process = subprocess.Popen(cmd, start_new_session=True, **popen)
+    seen: dict[int, psutil.Process] = {}
+    try:
+        yield process
+    finally:
+        seen.update({p.pid: p for p in tree_of(process)})
+        stop_tree(process, list(seen.values()))
+
+
+PR_SET_CHILD_SUBREAPER = 36
+# multiprocessing's own helpers for the test process (started by a spawn or forkserver pool): they end
+# with the process they serve, which is still running when the suite's check runs.
+OWN_HELPERS = ("from multiprocessing.resource_tracker import main", "from multiprocessing.forkserver import main")
+
+
+def started_by_tests(before: set[int]) -> list[psutil.Process]:
+    """The test process's running descendants that were not there at `before`, but its own helpers."""
+    found = []
+    for process in alive(psutil.Process().children(recursive=True)):
+        try:
+            if process.pid not in before and not any(h in " ".join(process.cmdline()) for h in OWN_HELPERS):
+                found.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_process_outlives_the_suite():
+    """At the end of the session, no process started by the tests may still run. The test process is made
+    a subreaper first, so that a process whose parent ended without it (a server's orphaned worker)
+    is re-parented here, stays a descendant, and is found."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    yield
+    deadline = time.monotonic() + 15  # what is stopping may take a moment
+    while (survivors := [p for p in alive(me.children(recursive=True)) if p.pid not in before]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for process in survivors:
+        process.kill()
+    assert not survivors, f"processes started by the tests still running at the end: {described(survivors)}"

@@ -190,6 +190,16 @@ def test_a_malformed_claims_file_is_a_broken_pipeline_exit_2(tmp_path):
     assert result.exit_code == 2 and "not a valid claims file" in result.output
 
 
+@pytest.mark.parametrize("strict", [[], ["--strict"]], ids=["default", "strict"])
+def test_a_malformed_expression_in_the_claims_file_is_a_broken_pipeline_exit_2_not_a_failing_claim(tmp_path, strict):
+    args = write_reports(tmp_path, METRICS)
+    claims = (tmp_path / "claims.yaml").read_text().replace('left: mean("norm_order/pre")', 'left: maen("norm_order/pre")')
+    (tmp_path / "claims.yaml").write_text(claims)
+    result = CliRunner().invoke(main, ["check", *strict, *args])
+    assert result.exit_code == 2, result.output
+    assert "cannot evaluate 'maen(" in result.output and "mean" in result.output
+
+
 def test_the_summary_lists_the_failing_claims_first_in_words():
     claims = [Within(id="post_collapses", claim="Post-norm collapses.", rule="within", value='seeds("norm_order/post")',
                      expected='baseline("unigram")', tolerance=0.05),

@@ -137,8 +137,10 @@ def _gradients(model: TinyLM, threads: int) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])
-def test_one_thread_summing_norm_gradients_as_two_threads_gives_the_two_thread_gradients_bitwise(norm):
-    from blocklab.rounding import sum_norm_gradients_like
+def test_one_thread_summing_as_two_threads_gives_the_two_thread_gradients_bitwise(norm):
+    """By one of the recipes: the norms' gradients summed in two blocks (enough on an AMD EPYC), or the
+    matrix products' weight gradients too (an AVX-512 Xeon, whose MKL splits their rows between threads)."""
+    from blocklab.rounding import RoundLike
 
     model = build_model(ModelConfig(norm=norm), VOCAB, 0)
     two_threads = _gradients(model, 2)
@@ -146,8 +148,52 @@ def test_one_thread_summing_norm_gradients_as_two_threads_gives_the_two_thread_g
     norms = [name for name in two_threads if ".ln" in name]
     # What the emulation is for: ATen's LayerNorm sums these per thread, so one thread rounds otherwise.
     assert any(not torch.equal(one_thread[name], two_threads[name]) for name in norms)
-    emulated = _gradients(sum_norm_gradients_like(model, 2), 1)
-    assert all(torch.equal(emulated[name], two_threads[name]) for name in two_threads)
+    emulated = [_gradients(RoundLike(2, products).apply(build_model(ModelConfig(norm=norm), VOCAB, 0)), 1)
+                for products in (False, True)]
+    assert any(all(torch.equal(e[name], two_threads[name]) for name in two_threads) for e in emulated)
+
+
+def test_a_product_summed_in_row_blocks_has_the_blocks_weight_gradient_and_the_same_output():
+    from blocklab.rounding import BlockwiseLinear
+
+    g = torch.Generator().manual_seed(0)
+    linear = nn.Linear(8, 5)
+    x = torch.randn(3, 6, 8, generator=g, requires_grad=True)
+    dy = torch.randn(3, 6, 5, generator=g)
+    plain = linear(x)
+    plain.backward(dy)
+    expected = {"x": x.grad.clone(), "bias": linear.bias.grad.clone(), "weight": linear.weight.grad.clone()}
+    x.grad, linear.weight.grad, linear.bias.grad = None, None, None
+    linear.__class__, linear.row_blocks = BlockwiseLinear, 2
+    out = linear(x)
+    out.backward(dy)
+    assert torch.equal(out, plain)
+    assert torch.equal(x.grad, expected["x"]) and torch.equal(linear.bias.grad, expected["bias"])
+    rows, grads = x.detach().reshape(18, 8), dy.reshape(18, 5)
+    assert torch.equal(linear.weight.grad, (rows[:9].t() @ grads[:9] + rows[9:].t() @ grads[9:]).t())
+    assert torch.allclose(linear.weight.grad, expected["weight"], atol=1e-6)
+
+
+def test_rezero_summed_in_blocks_has_the_blocks_alpha_gradient_and_the_same_output():
+    from blocklab.model import Residual
+    from blocklab.rounding import BlockwiseReZero
+
+    g = torch.Generator().manual_seed(0)
+    residual = Residual(ModelConfig(residual="rezero", norm_type="none"))
+    with torch.no_grad():
+        residual.alpha.fill_(0.3)
+    x, y = torch.randn(2, 4, 8, generator=g), torch.randn(2, 4, 8, generator=g, requires_grad=True)
+    dy = torch.randn(2, 4, 8, generator=g)
+    plain = residual(x, y)
+    plain.backward(dy)
+    expected_y = y.grad.clone()
+    y.grad, residual.alpha.grad = None, None
+    residual.__class__, residual.row_blocks = BlockwiseReZero, 2
+    out = residual(x, y)
+    out.backward(dy)
+    products = (dy * y.detach()).reshape(-1)
+    assert torch.equal(out, plain) and torch.equal(y.grad, expected_y)
+    assert torch.equal(residual.alpha.grad, products[:32].sum() + products[32:].sum())
 
 
 def test_summing_norm_gradients_in_blocks_leaves_the_forward_pass_and_evaluation_unchanged():

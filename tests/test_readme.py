@@ -5,9 +5,10 @@ import re
 import shlex
 import subprocess
 
+import psutil
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, alive, described, started, tree_of
 from test_tracking import _free_port, wait_until_healthy
 
 TESTED_SECTIONS = ["An experiment, step by step", "Using DVC directly"]
@@ -37,13 +38,14 @@ def test_every_readme_command_runs_on_a_small_pipeline_and_exits_0(reproduced_pr
         words = shlex.split(command)
         if words[:2] == ["blocklab", "ui"]:  # a server: it must come up and serve, then it is stopped
             port = _free_port()
-            ui = subprocess.Popen([*words, "--port", str(port)], cwd=project.root, env=project.env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
+            with started([*words, "--port", str(port)], cwd=project.root, env=project.env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as ui:
                 wait_until_healthy(f"http://127.0.0.1:{port}", ui)
-            finally:
-                ui.terminate()
-                ui.wait(timeout=30)
+                tree = tree_of(ui)
+                ui.terminate()  # as a user's `kill` would: blocklab ui must take its server down with it
+                ui.wait(timeout=60)
+                psutil.wait_procs(tree, timeout=20)
+                assert not alive(tree), described(alive(tree))
             continue
         result = project.run(*words)  # raises, with the output, on a non-zero exit
         if words[:3] == ["dvc", "metrics", "diff"]:

@@ -5,6 +5,7 @@ import io
 import json
 import multiprocessing
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,12 +13,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
 from blocklab.config import load_params
 from blocklab.tracking import PARENT_TAG, RUN_KEY_TAG, ensure_store, track, workspace_root
 
-from conftest import make_small_project
+from conftest import alive, described, make_small_project, started, started_by_tests, tree_of
 
 
 @pytest.fixture
@@ -184,14 +186,10 @@ def _post(url: str, body: dict) -> dict:
 def test_a_real_mlflow_server_serves_one_experiments_runs_over_rest(project, tmp_path):
     port = _free_port()
     mlflow = Path(sys.executable).with_name("mlflow")
-    server = subprocess.Popen(
-        [str(mlflow), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with started([str(mlflow), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+                  "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+                  "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as server:
+        base = f"http://127.0.0.1:{port}"
         wait_until_healthy(base, server)
         project.run("blocklab", "track", "--tracking-uri", base)
         with urllib.request.urlopen(
@@ -202,9 +200,6 @@ def test_a_real_mlflow_server_serves_one_experiments_runs_over_rest(project, tmp
         variants = project.params["ablations"]["norm_order"]["variants"]
         seeds = project.params["ablations"]["norm_order"]["seeds"]
         assert names == sorted([f"{v}/seed{s}" for v in variants for s in seeds] + list(variants))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _track_one_ablation(root: str, ablation: str, uri: str, queue) -> None:
@@ -249,6 +244,7 @@ def test_four_queued_experiments_that_break_a_claim_all_record_in_dvc_and_in_the
     rates = ["0.001", "0.002", "0.004", "1e-05"]  # at 1e-05 pre-norm learns nothing: a claim fails
     for lr in rates:
         project.run("dvc", "exp", "run", "--queue", "-S", f"ablations.norm_order.train.lr={lr}")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     project.run("dvc", "queue", "start", "-j", "2")
     deadline = time.time() + 300  # start-up imports torch and MLflow: slow on a loaded machine
     try:
@@ -260,6 +256,11 @@ def test_four_queued_experiments_that_break_a_claim_all_record_in_dvc_and_in_the
             time.sleep(5)
     finally:
         project.run("dvc", "queue", "stop", "--kill", check=False)
+        workers = started_by_tests(before)  # the queue's workers, re-parented here (the suite is a subreaper)
+        psutil.wait_procs(workers, timeout=60)
+        for worker in alive(workers):
+            worker.kill()
+        assert not alive(workers), f"queue workers still running after dvc queue stop: {described(alive(workers))}"
     assert "Failed" not in status and status.count("Success") == 4, status
     rows = list(csv.DictReader(io.StringIO(project.run("dvc", "exp", "show", "--csv").stdout)))
     experiments = {row["Experiment"]: row for row in rows if row["Experiment"]}
@@ -282,13 +283,28 @@ def test_blocklab_ui_serves_the_store_on_127_0_0_1_and_prints_the_url(tmp_path):
     client_for(uri).create_experiment("blocklab/norm_order")
     port = _free_port()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    ui = subprocess.Popen(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    try:
+    with started(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], env=env, stdout=subprocess.PIPE,
+                 stderr=subprocess.DEVNULL, text=True) as ui:
         assert ui.stdout.readline().strip().endswith(f"http://127.0.0.1:{port}  (Ctrl-C to stop)")
         wait_until_healthy(f"http://127.0.0.1:{port}", ui)
         found = _post(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search", {"max_results": 10})
         assert "blocklab/norm_order" in {e["name"] for e in found["experiments"]}
-    finally:
-        os.killpg(ui.pid, 15)
-        ui.wait(timeout=30)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
+def test_blocklab_ui_stopped_by_a_signal_to_it_alone_leaves_no_process_behind(tmp_path, stop):
+    """A service manager or `kill` signals `blocklab ui` itself, not its group: the MLflow server and
+    every worker it started must stop with it."""
+    uri = f"sqlite:///{tmp_path / 'ui.db'}"
+    ensure_store(uri)
+    port = _free_port()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    with started(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], env=env,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as ui:
+        wait_until_healthy(f"http://127.0.0.1:{port}", ui)
+        tree = tree_of(ui)
+        assert any("mlflow" in " ".join(p.cmdline()) for p in tree[1:])  # the server runs under it
+        ui.send_signal(stop)
+        ui.wait(timeout=60)
+        psutil.wait_procs(tree, timeout=20)
+        assert not alive(tree), f"left running after {stop.name}: {described(alive(tree))}"

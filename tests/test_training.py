@@ -92,51 +92,6 @@ def test_a_healthy_run_is_not_marked_diverged():
     assert m["diverged"] is False and m["diverged_at_step"] is None and m["steps"] == 10
 
 
-@pytest.mark.parametrize("model_cfg, vocab", [
-    (SMALL_MODEL, 11),  # shapes whose matrix products round by thread count here: workers keep every thread
-    (ModelConfig(n_layers=2, norm="post"), 65),  # the lesson's sizes: one thread each, norms summed as two
-])
-def test_seeds_trained_side_by_side_equal_seeds_trained_alone(model_cfg, vocab):
-    from blocklab.training import train_seeds
-
-    train, val, vocab = corpus(vocab=vocab)
-    cfg = TrainConfig(steps=15, lr=1e-2, batch_size=32, eval_interval=5, eval_windows=64, device="cpu")
-    together = train_seeds(model_cfg, cfg, [0, 1, 2], train, val, vocab)
-    for seed in (0, 1, 2):
-        alone = train_run(model_cfg, cfg, seed, train, val, vocab)
-        assert together[seed].curve == alone.curve and together[seed].metrics == alone.metrics
-
-
-def test_side_by_side_workers_get_one_thread_each_only_where_that_rounds_as_the_default():
-    from blocklab.training import threads_per_worker
-
-    if torch.get_num_threads() < 2:
-        pytest.skip("needs torch's default thread count to be at least 2")
-    threads = torch.get_num_threads()
-    cfg = TrainConfig(batch_size=32, eval_windows=64)
-    assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=threads) == 1
-    assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=1) == threads
-
-
-def test_a_thread_check_verdict_is_kept_and_decides_for_the_same_shapes_next_time(tmp_path, monkeypatch):
-    from blocklab.training import thread_checks_file, threads_per_worker
-
-    if torch.get_num_threads() < 2:
-        pytest.skip("needs torch's default thread count to be at least 2")
-    monkeypatch.setenv("BLOCKLAB_CACHE_DIR", str(tmp_path))
-    threads = torch.get_num_threads()
-    cfg = TrainConfig(batch_size=32, eval_windows=64)
-    assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=threads) == 1
-    checks = json.loads(thread_checks_file().read_text())
-    (entry,) = checks.values()
-    assert entry["rounds_alike"] is True and entry["checked"]["vocab"] == 65
-    entry["rounds_alike"] = False  # what is on file decides, without checking again
-    thread_checks_file().write_text(json.dumps(checks))
-    assert threads_per_worker(ModelConfig(n_layers=2), cfg, 65, workers=threads) == threads
-    assert threads_per_worker(ModelConfig(n_layers=1), cfg, 65, workers=threads) == 1  # other shapes: checked
-    assert len(json.loads(thread_checks_file().read_text())) == 2
-
-
 def test_an_interrupted_long_run_resumes_from_its_checkpoint_to_the_uninterrupted_curve(tmp_path, monkeypatch):
     from blocklab import training
 

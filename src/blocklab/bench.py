@@ -23,7 +23,8 @@ from blocklab.config import ModelConfig, RunSpec
 from blocklab.data import Corpus
 from blocklab.rounding import torch_threads
 from blocklab.step_kernels import kernel_seconds, record_step
-from blocklab.training import LAST_STEPS, passive_openmp, train_seeds
+from blocklab.runner import passive_openmp, train_seeds
+from blocklab.training import LAST_STEPS
 
 
 # --- the lesson's model and loop, exactly as ../shared/reference/README.md describes them ---------

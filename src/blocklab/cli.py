@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 
 import click
 
 from blocklab.config import load_params
-from blocklab.errors import reports_errors
+from blocklab.errors import BlocklabError, reports_errors
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -142,7 +143,6 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, out: str, co
     from blocklab.claims import (
         MissingResult, Reports, check_claims, claims_count, failing_in_words, load_claims, marked_in_words,
     )
-    from blocklab.errors import BlocklabError
     from blocklab.results import write_json
 
     def broken(message: str) -> click.ClickException:
@@ -163,6 +163,8 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, out: str, co
         verdicts = check_claims(claims, Reports(files["metrics"], files["gradients"]))
     except MissingResult as err:
         raise broken(f"cannot check the claims, the pipeline's reports are incomplete: {err}") from None
+    except BlocklabError as err:  # an expression that cannot be evaluated: the claims file is malformed
+        raise broken(str(err)) from None
     write_json(Path(out), {k: {f: v[f] for f in ("ok", "measured", "expected")} for k, v in verdicts.items()},
                sort_keys=False)
     count = claims_count(verdicts)
@@ -227,16 +229,36 @@ def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file
 @click.option("--port", default=5000, show_default=True, help="Port on 127.0.0.1.")
 @click.option("--tracking-uri", default=None, help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db).")
 def ui(port: int, tracking_uri: str | None) -> None:
-    """Serve the MLflow UI for blocklab's store on 127.0.0.1."""
+    """Serve the MLflow UI for blocklab's store on 127.0.0.1.
+
+    The MLflow server runs in a process group of its own. Stopping this command with SIGTERM, SIGINT
+    (Ctrl-C) or SIGHUP forwards the signal to that whole group (the server and its workers) and waits
+    for it; a member still running 10 s later is killed. Nothing outlives the command."""
     import shutil
+    import signal
     import subprocess
     import sys
 
+    from blocklab.processes import stop_group
     from blocklab.tracking import ensure_store, tracking_uri as default_uri
 
     uri = tracking_uri or default_uri()
     ensure_store(uri)
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
     click.echo(f"MLflow UI for {uri}: http://127.0.0.1:{port}  (Ctrl-C to stop)")
-    raise SystemExit(subprocess.call([mlflow, "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                                      "--port", str(port)]))
+    server = subprocess.Popen([mlflow, "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
+                              start_new_session=True)
+
+    def forward(signum, _frame) -> None:
+        try:
+            os.killpg(server.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for stopping in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stopping, forward)
+    try:
+        code = server.wait()
+    finally:
+        stop_group(server.pid)
+    raise SystemExit(code)

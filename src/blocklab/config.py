@@ -8,6 +8,7 @@ else `defaults`.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
@@ -17,11 +18,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    AfterValidator,
     NonNegativeInt,
-    PositiveFloat,
     PositiveInt,
     ValidationError,
     create_model,
+    field_validator,
     model_validator,
 )
 from pydantic.dataclasses import dataclass as settings
@@ -29,6 +31,10 @@ from pydantic.dataclasses import dataclass as settings
 from blocklab.errors import BlocklabError
 
 PARAMS_FILE = "params.yaml"
+# A learning rate of YAML's `.inf` is no rate: a positive number, and finite.
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Ablation and variant names become DVC stage names (`train_<ablation>@<variant>`) and folder names.
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @settings(frozen=True, config=ConfigDict(extra="forbid"))
@@ -112,7 +118,24 @@ def _override_of(cls: type) -> type[BaseModel]:
 ModelOverride = _override_of(ModelConfig)
 TrainOverride = _override_of(TrainConfig)
 FigureKind = Literal["depth", "train_val", "param_shares", "ladder"]
-Seeds = Annotated[list[NonNegativeInt], Field(min_length=1)]
+
+
+def _distinct(seeds: list[int]) -> list[int]:
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:  # two runs of one seed are one run, and would share a checkpoint file
+        raise ValueError(f"each seed once: {', '.join(map(str, repeated))} repeated")
+    return seeds
+
+
+def _plain_names(names: dict) -> dict:
+    odd = [name for name in names if not IDENTIFIER.match(str(name))]
+    if odd:
+        raise ValueError(f"{', '.join(repr(n) for n in odd)}: a name must be a plain identifier (letters, digits "
+                         f"and _, not starting with a digit): it names DVC stages and folders")
+    return names
+
+
+Seeds = Annotated[list[NonNegativeInt], Field(min_length=1), AfterValidator(_distinct)]
 
 
 class _Strict(BaseModel):
@@ -131,7 +154,7 @@ class Defaults(_Strict):
 
 
 class Variant(_Strict):
-    label: str = ""  # how figures and reports name the variant in words
+    # What the variant trains with, and nothing else: its train stage depends on exactly these keys.
     model: ModelOverride = ModelOverride()
     train: TrainOverride = TrainOverride()
 
@@ -143,7 +166,17 @@ class Ablation(_Strict):
     model: ModelOverride
     train: TrainOverride
     figures: list[FigureKind] = []  # extra figures beside loss curves, gradient norms and final losses
-    variants: dict[str, Variant] = Field(min_length=1)
+    variants: Annotated[dict[str, Variant], Field(min_length=1), AfterValidator(_plain_names)]
+    # How figures and reports name each variant in words (default: its name). Apart from the variants, so
+    # that renaming one re-draws the report and re-trains nothing.
+    labels: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _labels_name_variants(self) -> "Ablation":
+        unknown = [name for name in self.labels if name not in self.variants]
+        if unknown:
+            raise ValueError("; ".join(_unknown("variant in labels", name, self.variants) for name in unknown))
+        return self
 
 
 class GradientParams(_Strict):
@@ -171,7 +204,7 @@ class Params(_Strict):
     data: DataParams
     defaults: Defaults = Defaults()
     gradients: GradientParams = GradientParams()
-    ablations: dict[str, Ablation] = Field(min_length=1)
+    ablations: Annotated[dict[str, Ablation], Field(min_length=1), AfterValidator(_plain_names)]
 
     def spec(self, ablation: str, variant: str) -> RunSpec:
         if ablation not in self.ablations:
@@ -183,7 +216,7 @@ class Params(_Strict):
         where = f"ablations.{ablation}.variants.{variant}"
         model = _resolve(self.defaults.model, abl.model, var.model, where)
         train = _resolve(self.defaults.train, abl.train, var.train, where)
-        return RunSpec(ablation, variant, var.label or variant, model, train, tuple(abl.seeds))
+        return RunSpec(ablation, variant, abl.labels.get(variant, variant), model, train, tuple(abl.seeds))
 
     def specs(self) -> list[RunSpec]:
         return [self.spec(a, v) for a, abl in self.ablations.items() for v in abl.variants]
@@ -236,6 +269,8 @@ def _describe(error: dict) -> str:
         return f"'{key}' is required"
     message = error["msg"].removeprefix("Value error, ")
     value = error.get("input")
+    if isinstance(value, dict):  # a whole section: its key says where, the message what
+        return f"'{key}': {message}"
     return f"'{key}' = {value!r}: {message}" if key else message
 
 

@@ -2,7 +2,7 @@
 
     <runs>/<ablation>/<variant>/seed<k>/curve.csv     step, loss, grad_norm, lr, val_loss
     <runs>/<ablation>/<variant>/seed<k>/metrics.json  final metrics (deterministic)
-    <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds and tokens/s (not deterministic)
+    <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds, tokens/s, the step a run resumed from (not deterministic)
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def write_run(directory: Path, result: "RunResult", tokens_per_step: int) -> Non
     steps = result.metrics["steps"]
     write_json(
         directory / "timing.json",
-        {"seconds": result.seconds, "tokens_per_second": steps * tokens_per_step / result.seconds},
+        {"seconds": result.seconds, "tokens_per_second": steps * tokens_per_step / result.seconds,
+         "resumed_from_step": result.resumed_from},
     )
 
 

@@ -99,12 +99,22 @@ def ensure_store(uri: str) -> None:
         _client(uri).search_experiments(max_results=1)
 
 
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """Where an experiment's artifacts go: beside a sqlite store (`<store dir>/mlartifacts/<experiment>`),
+    never relative to the folder a run happens to log from (a queued experiment's temporary copy, which
+    DVC deletes afterwards). None for a tracking server, which places (and serves) them itself."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    store = Path(uri.removeprefix("sqlite:///"))
+    return (store.parent / "mlartifacts" / experiment.replace("/", "_")).resolve().as_uri()
+
+
 def _experiment_id(client, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
     try:
-        return client.create_experiment(name)
+        return client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri, name))
     except Exception:  # another process created it in between
         return client.get_experiment_by_name(name).experiment_id
 

@@ -6,17 +6,10 @@ AdamW (PyTorch defaults but the learning rate), batches drawn from a seeded
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import multiprocessing
 import os
-import platform
-import sys
 import time
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,11 +21,9 @@ from blocklab.config import ModelConfig, TrainConfig
 from blocklab.data import atomic_write
 from blocklab.errors import BlocklabError
 from blocklab.model import build_model, parameter_counts
-from blocklab.rounding import sum_norm_gradients_like, torch_threads
+from blocklab.rounding import RoundLike
 from blocklab.optimizer import AdamW
 
-OMP_WAIT_POLICY = "OMP_WAIT_POLICY"
-CACHE_DIR_ENV = "BLOCKLAB_CACHE_DIR"
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
 EVAL_BATCH = 256  # validation windows per forward pass
 CHECKPOINT_FORMAT = 3  # 3: blocklab.optimizer.AdamW's flat state
@@ -69,6 +60,7 @@ class RunResult:
     curve: list[dict]  # one row per step: step, loss, grad_norm, lr, val_loss (None between evaluations)
     metrics: dict
     seconds: float
+    resumed_from: int = 0  # the step a run resumed from its checkpoint (0: trained from the start)
 
 
 def loss_and_gradients(model: torch.nn.Module, params: list[torch.Tensor], chunk: torch.Tensor
@@ -123,7 +115,8 @@ def train_run(
     progress: str | None = None,
     position: int = 0,
     checkpoint: Path | None = None,
-    round_like_threads: int | None = None,
+    round_like: RoundLike | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Train one seed exactly as the lesson does and return its curve and final metrics.
 
@@ -131,9 +124,10 @@ def train_run(
     every `checkpoint_every` steps and, started again after an interruption, resumes from it: the
     resumed curve is the uninterrupted one. The file is removed when the run completes.
 
-    With `round_like_threads`, a CPU run in a process with fewer threads sums what the thread count
-    rounds (LayerNorm's weight and bias gradients) as that many threads would: its numbers are then those
-    of a process with `round_like_threads` threads."""
+    With `round_like`, a CPU run in a process with fewer threads sums what the thread count rounds
+    (LayerNorm's weight and bias gradients; on some CPUs the products' weight gradients) as that many
+    threads would: its numbers are then those of a process with `round_like.threads` threads.
+    `on_step(step)` is called after each completed step."""
     device = resolve_device(train_cfg.device)
     T, B = model_cfg.context, train_cfg.batch_size
     if len(train) < T + 2:
@@ -143,8 +137,8 @@ def train_run(
         )
     val_x, val_y = (t.to(device) for t in validation_windows(val, T, train_cfg.eval_windows))
     model = build_model(model_cfg, vocab_size, seed).to(device)
-    if round_like_threads is not None and round_like_threads != torch.get_num_threads():
-        sum_norm_gradients_like(model, round_like_threads)
+    if round_like is not None and round_like.threads != torch.get_num_threads():
+        round_like.apply(model)
     params = list(model.parameters())
     optimizer = AdamW(params, lr=train_cfg.lr)
     generator = torch.Generator().manual_seed(seed)  # batches are drawn on the CPU, as in the lesson
@@ -161,7 +155,7 @@ def train_run(
                    "seed": seed, "vocab": vocab_size, "n_train": len(train)}
     first = 0
     if every and Path(checkpoint).exists():
-        saved = torch.load(checkpoint, map_location=device, weights_only=False)
+        saved = load_checkpoint(checkpoint)
         if saved["fingerprint"] == fingerprint:
             model.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])
@@ -184,6 +178,8 @@ def train_run(
         optimizer.step()
         if (step + 1) % train_cfg.eval_interval == 0 or step + 1 == steps:
             val_losses[step] = evaluate_loss(model, val_x, val_y)
+        if on_step is not None:
+            on_step(step)
         if every and (step + 1) % every == 0 and step + 1 < steps:
             _save_checkpoint(checkpoint, {
                 "fingerprint": fingerprint, "step": step + 1, "model": model.state_dict(),
@@ -220,7 +216,14 @@ def train_run(
     if train_cfg.eval_batches:  # only then: the metrics of runs without it stay as they were
         metrics["val_loss_batches"] = _finite_or_none(random_batches_loss(
             model, val, T, B, train_cfg.eval_batches, seed))
-    return RunResult(curve=curve, metrics=metrics, seconds=seconds)
+    return RunResult(curve=curve, metrics=metrics, seconds=seconds, resumed_from=first)
+
+
+def load_checkpoint(path: Path) -> dict:
+    """A checkpoint's state, on the CPU whatever device trains: the batch generator is a CPU generator
+    (`Generator.set_state` takes only a CPU tensor), and `load_state_dict` copies the rest to the model's
+    and the optimizer's own devices."""
+    return torch.load(path, map_location="cpu", weights_only=False)
 
 
 def _save_checkpoint(path: Path, state: dict) -> None:
@@ -234,143 +237,3 @@ def _save_checkpoint(path: Path, state: dict) -> None:
 
 def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
-
-
-def _train_job(job: dict) -> RunResult:
-    torch.set_num_threads(job.pop("threads"))
-    return train_run(**job)
-
-
-def train_seeds(
-    model_cfg: ModelConfig,
-    train_cfg: TrainConfig,
-    seeds: Sequence[int],
-    train: torch.Tensor,
-    val: torch.Tensor,
-    vocab_size: int,
-    label: str | None = None,
-    checkpoint_dir: Path | None = None,
-) -> dict[int, RunResult]:
-    """Train every seed of one variant; on the CPU, side by side in worker processes.
-
-    The workers share torch's default thread count (one thread each on two cores for two or more seeds),
-    which keeps the cores busier than one multi-threaded run at a time: at this model's size a second
-    thread adds little (150 steps of the lesson's 6-layer model took 10.7 s with two threads and 13.3 s
-    with one, measured here one after the other). Each run still rounds as it would alone with the default
-    thread count (see `blocklab.rounding`), so its numbers are bitwise those it gets alone, and those of the
-    lesson's plain loop. Workers wait for OpenMP work passively: with the default spinning, two
-    two-threaded processes on two cores crawl (1.7 steps/s each instead of 10.8, measured here)."""
-    threads = torch.get_num_threads()
-    jobs = [
-        dict(model_cfg=model_cfg, train_cfg=train_cfg, seed=seed, train=train, val=val, vocab_size=vocab_size,
-             progress=None if label is None else f"{label}/seed{seed}", position=i,
-             checkpoint=None if checkpoint_dir is None else Path(checkpoint_dir) / f"seed{seed}.pt",
-             round_like_threads=threads)
-        for i, seed in enumerate(seeds)
-    ]
-    if len(jobs) == 1 or resolve_device(train_cfg.device).type != "cpu":
-        return {job["seed"]: train_run(**job) for job in jobs}
-    share = threads_per_worker(model_cfg, train_cfg, vocab_size, len(jobs))
-    if share == threads > 1:
-        tqdm.write(f"{label or 'these runs'}: with one thread this model would round otherwise than with {threads} "
-                   f"(a kernel sums by thread where blocklab.rounding has no twin for it), so each of its "
-                   f"{len(jobs)} seeds trains with all {threads} threads", file=sys.stderr)
-    for job in jobs:
-        job["threads"] = share
-    # OpenMP reads its wait policy once, when torch loads: a process that already waits passively (the
-    # train stage sets it before importing torch) can fork cheap workers; any other starts fresh ones.
-    context = multiprocessing.get_context("fork" if waits_passively() else "spawn")
-    with passive_openmp(), ProcessPoolExecutor(max_workers=len(jobs), mp_context=context) as pool:
-        return dict(zip(seeds, pool.map(_train_job, jobs)))
-
-
-def threads_per_worker(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int, workers: int) -> int:
-    """Threads for each of `workers` side-by-side runs: a share of torch's default, but only where one
-    training step and one evaluation of this model come out bitwise equal with the share (norm gradients
-    summed as the default would) and with the default; otherwise the default. Whether a matrix product's
-    rounding depends on the thread count is up to the BLAS and the shapes: here it does not at the lesson's
-    sizes but does for a vocabulary of 11, so every model shape is checked (0.6 s) and the verdict kept in
-    the user's cache, keyed by everything it depends on, for the next stage with the same shapes."""
-    threads = torch.get_num_threads()
-    share = max(1, threads // workers)
-    if share == threads:
-        return threads
-    checked = {"threads": threads, "share": share, "model": asdict(model_cfg), "batch_size": train_cfg.batch_size,
-               "eval_rows": min(train_cfg.eval_windows, EVAL_BATCH), "vocab": vocab_size}
-    key = hashlib.sha256(json.dumps([_machine(), checked], sort_keys=True).encode()).hexdigest()
-    checks = _read_thread_checks()
-    if key not in checks:
-        alone = _one_step_and_evaluation(model_cfg, train_cfg, vocab_size, threads, round_like_threads=threads)
-        shared = _one_step_and_evaluation(model_cfg, train_cfg, vocab_size, share, round_like_threads=threads)
-        checks[key] = {"rounds_alike": all(torch.equal(a, b) for a, b in zip(alone, shared)), "checked": checked}
-        _write_thread_checks(checks)
-    return share if checks[key]["rounds_alike"] else threads
-
-
-def thread_checks_file() -> Path:
-    """Where verdicts of `threads_per_worker` are kept: $BLOCKLAB_CACHE_DIR, else the user's cache folder."""
-    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "blocklab"
-    return Path(os.environ.get(CACHE_DIR_ENV) or default) / "thread_checks.json"
-
-
-def _machine() -> dict:
-    """What decides which kernels torch and its BLAS run, hence how they round."""
-    cpu = platform.processor()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                    if line.startswith("model name")), cpu)
-    steering = {name: value for name, value in os.environ.items() if name.startswith(("MKL_", "ATEN_", "OMP_"))
-                and name != OMP_WAIT_POLICY}
-    return {"torch": torch.__version__, "blas": torch.__config__.show(), "capability":
-            torch.backends.cpu.get_cpu_capability(), "cpu": cpu, "env": steering}
-
-
-def _read_thread_checks() -> dict:
-    try:
-        return json.loads(thread_checks_file().read_text())
-    except (OSError, ValueError):  # none yet, or unreadable: check again
-        return {}
-
-
-def _write_thread_checks(checks: dict) -> None:
-    """Atomically, and quietly where the cache folder cannot be written: the check is then repeated."""
-    try:
-        atomic_write(thread_checks_file(), json.dumps(checks, indent=1).encode())
-    except OSError:
-        pass
-
-
-def _one_step_and_evaluation(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int, threads: int,
-                             round_like_threads: int) -> list[torch.Tensor]:
-    """What a training step and an evaluation compute, with `threads` threads: losses, gradients, their norm."""
-    with torch_threads(threads):
-        model = build_model(model_cfg, vocab_size, seed=0)
-        if threads != round_like_threads:
-            sum_norm_gradients_like(model, round_like_threads)
-        g = torch.Generator().manual_seed(0)
-        chunk = torch.randint(0, vocab_size, (train_cfg.batch_size, model_cfg.context + 1), generator=g)
-        params = list(model.parameters())
-        loss, norm = loss_and_gradients(model, params, chunk)  # a new model: no gradients yet
-        grads = [p.grad for p in params]
-        windows = torch.randint(0, vocab_size, (min(train_cfg.eval_windows, EVAL_BATCH), model_cfg.context + 1), generator=g)
-        evaluation = torch.tensor(evaluate_loss(model, windows[:, :-1], windows[:, 1:]))
-        return [loss, norm, evaluation, *grads]
-
-
-def waits_passively() -> bool:
-    return os.environ.get(OMP_WAIT_POLICY, "").upper() == "PASSIVE"
-
-
-@contextmanager
-def passive_openmp():
-    """Processes started inside this block wait for OpenMP work passively instead of spinning."""
-    previous = os.environ.get(OMP_WAIT_POLICY)
-    os.environ[OMP_WAIT_POLICY] = "PASSIVE"
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ[OMP_WAIT_POLICY]
-        else:
-            os.environ[OMP_WAIT_POLICY] = previous
