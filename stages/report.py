@@ -38,9 +38,10 @@ def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: st
                    for name in params.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
         figures = {name: future.result() for name, future in drawing.items()}
+    samples = json.loads((reports_dir / "samples.json").read_text())
     summary = summary_markdown(params, metrics, reference, figures, gradients,
                                str(gradient_figure.relative_to(reports_dir)),
-                               verdicts_markdown(load_claims(claims_file), verdicts))
+                               verdicts_markdown(load_claims(claims_file), verdicts), samples)
     (reports_dir / "summary.md").write_text(summary)
     click.echo(f"{sum(map(len, figures.values())) + 1} figures -> {reports_dir / 'figures'}; "
                f"{reports_dir}/summary.md")

@@ -35,7 +35,8 @@ def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file:
         label=f"{spec.ablation}/{spec.variant}", checkpoint_dir=checkpoint_dir,
     )
     for seed, result in results.items():
-        write_run(run_dir(out_dir, seed), result, tokens_per_step=spec.train.batch_size * spec.model.context)
+        write_run(run_dir(out_dir, seed), result, tokens_per_step=spec.train.batch_size * spec.model.context,
+                  model=spec.model, chars=corpus.chars)
         m = result.metrics
         click.echo(
             f"{spec.key(seed)}: train loss (last 25) {_loss(m['train_loss_last25'])}, val loss {_loss(m['val_loss'])}, "

@@ -1,6 +1,7 @@
 """Killing a training stage leaves nothing DVC accepts as finished; the next `dvc repro` resumes the
 runs from their checkpoints and ends with exactly the uninterrupted results."""
 
+import json
 import os
 import shutil
 import signal
@@ -54,6 +55,8 @@ def test_a_killed_training_stage_is_not_accepted_and_the_rerun_equals_an_uninter
 
     project.run("dvc", "repro", "--force", "--single-item", STAGE)  # resumes from the checkpoint
     assert not checkpoint.exists()
+    resumed_from = json.loads((project.root / "data/runs/norm_order/pre/seed0/timing.json").read_text())
+    assert resumed_from["resumed_from_step"] >= 500  # from a checkpoint, not from step 0
     rerun = {p.relative_to(project.root): p.read_bytes()
              for p in (project.root / "data/runs/norm_order/pre").rglob("*") if p.name != "timing.json" and p.is_file()}
     assert rerun == project.reference

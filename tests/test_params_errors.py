@@ -76,6 +76,14 @@ MISTAKES = {
     "unknown ablation field": (
         "ablations.norm_order.lerning_rate", 0.1,
         r"unknown key 'ablations.norm_order.lerning_rate' \(allowed here: .*\)"),
+    "a seed twice": (
+        "ablations.norm_order.seeds", [0, 0],
+        r"'ablations.norm_order.seeds' = \[0, 0\]: each seed once: 0 repeated"),
+    "YAML's infinity as a learning rate": (
+        "ablations.norm_order.train.lr", float("inf"), r"'ablations.norm_order.train.lr' = inf: Input should be a finite number"),
+    "a label for no variant": (
+        "ablations.norm_order.labels.prex", "pre-norm, mistyped",
+        r"'ablations.norm_order': unknown variant in labels 'prex' .*did you mean 'pre'\?"),
     "misspelt training key": (
         "ablations.norm_order.train.warmpu", 10, r"unknown key 'ablations.norm_order.train.warmpu'.*did you mean 'warmup'\?"),
 }
@@ -103,3 +111,23 @@ def test_a_stage_with_a_bad_parameter_fails_before_writing_anything(tmp_path):
     assert "'ablations.norm_order.train.steps' = -5" in result.stderr
     assert "Traceback" not in result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["ablation", "variant"])
+def test_a_name_that_is_not_a_plain_identifier_is_refused_naming_its_key(tmp_path, where):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    if where == "ablation":
+        raw["ablations"]["my ablation"] = raw["ablations"].pop("norm_order")
+        key = "'ablations'"
+    else:
+        variants = raw["ablations"]["norm_order"]["variants"]
+        variants["pre norm"] = variants.pop("pre")
+        raw["ablations"]["norm_order"]["labels"].pop("pre")
+        key = "'ablations.norm_order.variants'"
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ParamsError) as error:
+        load_params(path)
+    name = "my ablation" if where == "ablation" else "pre norm"
+    assert f"{key}: '{name}': a name must be a plain identifier" in str(error.value)
+    assert "it names DVC stages and folders" in str(error.value)

@@ -98,6 +98,24 @@ def test_changing_one_variants_setting_leaves_every_other_training_stage_up_to_d
     assert sorted(stale) == sorted([f"train_warmup@{variant}", "evaluate", "report", "track"])
 
 
+def test_renaming_a_variant_in_words_retrains_nothing(reproduced_project):
+    """A label is display text: changing one leaves every train stage up to date; only the stages that
+    read params.yaml whole (seconds, evaluate's outputs unchanged) and the report run again."""
+    project = reproduced_project
+    params_file = project.root / "params.yaml"
+    original = params_file.read_bytes()
+    changed = project.params
+    variant = next(iter(changed["ablations"]["norm_order"]["variants"]))
+    changed["ablations"]["norm_order"]["labels"][variant] = "renamed in words"
+    project.params = changed
+    try:
+        stale = json.loads(project.run("dvc", "status", "--json").stdout)
+    finally:
+        params_file.write_bytes(original)
+    assert not [stage for stage in stale if stage.startswith("train_")], stale
+    assert "report" in stale
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_CORPUS.exists(), reason="needs the shared Tiny Shakespeare copy")
 def test_the_pipeline_reproduces_table_a_within_a_hundredth(tmp_path):

@@ -308,3 +308,40 @@ def test_blocklab_ui_stopped_by_a_signal_to_it_alone_leaves_no_process_behind(tm
         ui.wait(timeout=60)
         psutil.wait_procs(tree, timeout=20)
         assert not alive(tree), f"left running after {stop.name}: {described(alive(tree))}"
+
+
+def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logits_and_its_sample(project):
+    import mlflow.pytorch
+    import torch
+
+    from blocklab.sampling import read_model
+
+    uri = f"sqlite:///{project.root / 'mlflow.db'}"
+    client = client_for(uri)
+    experiment = client.get_experiment_by_name("blocklab/norm_order")
+    (parent,) = [r for r in client.search_runs([experiment.experiment_id], "attributes.run_name = 'pre'")
+                 if not r.data.tags.get("DVC_EXP_NAME")]
+    (logged,) = client.search_logged_models([experiment.experiment_id],
+                                            filter_string=f"source_run_id = '{parent.info.run_id}'")
+    mlflow.set_tracking_uri(uri)
+    loaded = mlflow.pytorch.load_model(f"models:/{logged.model_id}")  # a torch.export graph: no train or eval mode
+    own, cfg, chars = read_model(project.root / "data/runs/norm_order/pre/seed0")
+    batch = torch.randint(0, len(chars), (4, cfg.context), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(loaded(batch), own(batch))
+    sample = Path(client.download_artifacts(parent.info.run_id, "sample.txt", str(project.root / "dl"))).read_text()
+    assert sample.startswith("\n") and len(sample) == 201
+
+
+def test_a_runs_mlflow_times_are_its_training_not_its_logging(project):
+    """Created, Duration and the time axis: the start and end of the training, as the train stage recorded."""
+    uri = f"sqlite:///{project.root / 'mlflow.db'}"
+    client = client_for(uri)
+    experiment = client.get_experiment_by_name("blocklab/norm_order")
+    runs = client.search_runs([experiment.experiment_id], "attributes.run_name = 'pre/seed0'")
+    timing = json.loads((project.root / "data/runs/norm_order/pre/seed0/timing.json").read_text())
+    run = next(r for r in runs if not r.data.tags.get("DVC_EXP_NAME"))
+    assert run.info.start_time == int(timing["started_at"] * 1000)
+    assert run.info.end_time == int(timing["ended_at"] * 1000)
+    history = client.get_metric_history(run.info.run_id, "train_loss")
+    assert run.info.start_time < history[0].timestamp <= history[-1].timestamp == run.info.end_time

@@ -114,8 +114,10 @@ def test_an_interrupted_long_run_resumes_from_its_checkpoint_to_the_uninterrupte
     assert torch.load(checkpoint, weights_only=False)["step"] == 20
 
     resumed = train_run(SMALL_MODEL, cfg, 0, train, val, vocab, checkpoint=checkpoint)
+    assert resumed.resumed_from == 20  # not a restart from step 0 that happens to give the same curve
     assert resumed.curve == uninterrupted.curve and resumed.metrics == uninterrupted.metrics
     assert not checkpoint.exists()
+    assert uninterrupted.resumed_from == 0
 
 
 def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path):
@@ -129,6 +131,7 @@ def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path):
 
     _save_checkpoint(checkpoint, {"fingerprint": {"other": True}, "step": 20})
     fresh = train_run(SMALL_MODEL, cfg, 0, train, val, vocab, checkpoint=checkpoint)
+    assert fresh.resumed_from == 0
     assert fresh.curve == train_run(SMALL_MODEL, cfg, 0, train, val, vocab).curve
     assert fresh.curve != train_run(SMALL_MODEL, other, 0, train, val, vocab).curve
 
@@ -146,3 +149,18 @@ def test_a_written_run_reads_back_with_its_curve_and_metrics(tmp_path):
     assert curve["val_loss"].notna().tolist() == [row["val_loss"] is not None for row in result.curve]
     assert read_metrics(tmp_path / "seed0") == result.metrics
     assert read_timing(tmp_path / "seed0")["seconds"] == result.seconds
+
+
+def test_a_checkpoint_is_read_onto_the_cpu_so_its_batch_generator_resumes_whatever_device_trains(tmp_path):
+    """The batches are drawn by a CPU generator, whose `set_state` takes only a CPU tensor: reading a
+    checkpoint with `map_location=<the training device>` (cuda) moved that state off the CPU."""
+    from blocklab.training import _save_checkpoint, load_checkpoint
+
+    generator = torch.Generator().manual_seed(3)
+    generator.manual_seed(3)
+    _save_checkpoint(tmp_path / "seed0.pt", {"generator": generator.get_state(), "losses": torch.ones(3)})
+    saved = load_checkpoint(tmp_path / "seed0.pt")
+    assert saved["generator"].device.type == "cpu" and saved["losses"].device.type == "cpu"
+    resumed = torch.Generator()
+    resumed.set_state(saved["generator"])
+    assert torch.equal(torch.randint(0, 100, (5,), generator=resumed), torch.randint(0, 100, (5,), generator=generator))

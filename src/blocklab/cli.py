@@ -114,6 +114,34 @@ def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: 
 
 
 @main.command()
+@click.argument("run")
+@click.option("--prompt", default="\n", show_default="a newline", help="Text the samples start from.")
+@click.option("--tokens", default=500, show_default=True, type=int, help="Characters to generate per sample.")
+@click.option("--temperature", default=0.8, show_default=True, type=float, help="Divides the logits (> 0).")
+@click.option("--top-k", default=200, show_default=True, type=int, help="Sample among the k likeliest characters.")
+@click.option("--seed", default=1337, show_default=True, type=int, help="Seed of the sampling generator.")
+@click.option("--num-samples", default=1, show_default=True, type=int, help="How many samples.")
+@click.option("--runs", "runs_dir", default="data/runs", show_default=True, type=click.Path(file_okay=False),
+              help="Trained runs (DVC outputs).")
+@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@reports_errors
+def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, seed: int, num_samples: int,
+           runs_dir: str, params_file: str) -> None:
+    """Generate text from a trained run, RUN = <ablation>/<variant>[/seed<k>] (default: the ablation's first
+    seed), as nanoGPT's sample.py does and with its defaults: the context cropped to the model's, logits over
+    the temperature, top-k, multinomial. The same seed gives the same text."""
+    from blocklab.sampling import SampleSettings, run_directory, sample_run
+
+    settings = SampleSettings(prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed,
+                              num_samples=num_samples)
+    directory = run_directory(load_params(params_file), Path(runs_dir), run)
+    for i, text in enumerate(sample_run(directory, settings)):
+        if i:
+            click.echo("---------------")
+        click.echo(text)
+
+
+@main.command()
 @click.option("--claims", "claims_file", default="claims.yaml", show_default=True, type=click.Path(dir_okay=False),
               help="The claims to verify.")
 @click.option("--metrics", "metrics_file", default="reports/metrics.json", show_default=True,
@@ -206,9 +234,11 @@ def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file
     A store that is unreachable or errors costs no result: a warning names the runs that were not
     logged and the command still succeeds, so the pipeline completes; run it again later."""
     import json
+    import time
 
     from blocklab.tracking import track as track_runs
 
+    started = time.perf_counter()
     params = load_params(params_file)
     baselines = json.loads((Path(reports_dir) / "metrics.json").read_text())["baselines"]
     result = track_runs(params, Path(runs_dir), baselines, Path(reports_dir) / "figures", uri=tracking_uri)
@@ -217,7 +247,9 @@ def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file
                f"{result['variants']} variant parent runs logged")
     if result["log_seconds"]:
         logging, training = sum(result["log_seconds"].values()), sum(result["train_seconds"].values())
-        click.echo(f"logging took {logging:.1f} s: {logging / training:.1%} of those runs' training time")
+        whole = time.perf_counter() - started
+        click.echo(f"logging took {logging:.1f} s ({whole:.1f} s with the parent runs, their models and samples): "
+                   f"{logging / training:.1%} ({whole / training:.1%}) of those runs' {training:.0f} s of training")
     if failed:
         reasons = "; ".join(sorted(set(failed.values())))
         click.secho(f"warning: {len(failed)} runs were NOT logged to MLflow ({reasons}): {', '.join(sorted(failed))}. "

@@ -189,11 +189,26 @@ def gradient_section(gradients: dict, reference: dict, figure: str) -> str:
             f"\n\n{sentence}\n")
 
 
+def samples_section(samples: dict, params: Params) -> str:
+    """What the models write (reports/samples.json): one sample per variant, beside its validation loss."""
+    settings = samples["settings"]
+    parts = [f"## What the models write\n\nEach variant's seed-0 model, {settings['tokens']} characters after a "
+             f"newline, sampled as nanoGPT does (temperature {settings['temperature']:g}, top-k {settings['top_k']}, "
+             f"seed {settings['seed']}): `blocklab sample <ablation>/<variant>` writes more.\n"]
+    for key, sample in samples["samples"].items():
+        ablation, variant = key.split("/")
+        label = params.spec(ablation, variant).label if ablation in params.ablations else variant
+        loss = "no finite loss" if sample["val_loss"] is None else f"validation loss {sample['val_loss']:.3f}"
+        parts.append(f"**{ablation}: {label}** ({sample['run']}, {loss})\n\n```text\n{sample['text']}\n```\n")
+    return "\n".join(parts)
+
+
 def summary_markdown(params: Params, metrics: dict, reference: dict, figures: dict[str, dict[str, str]],
                      gradients: dict | None = None, gradient_figure: str | None = None,
-                     claims: str | None = None) -> str:
+                     claims: str | None = None, samples: dict | None = None) -> str:
     """reports/summary.md: the baselines, the claims' verdicts (`claims`, from `claims.verdicts_markdown`), then one
-    section per ablation; `figures` paths are relative."""
+    section per ablation, the gradient analysis, and what the models write (`samples`, reports/samples.json);
+    `figures` paths are relative."""
     b = metrics["baselines"]
     parts = [
         "# blocklab: what each ingredient of the block does\n",
@@ -219,4 +234,6 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
         )
     if gradients is not None:
         parts.append(gradient_section(gradients, reference, gradient_figure))
+    if samples is not None:
+        parts.append(samples_section(samples, params))
     return "\n".join(parts)

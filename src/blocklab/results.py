@@ -2,22 +2,29 @@
 
     <runs>/<ablation>/<variant>/seed<k>/curve.csv     step, loss, grad_norm, lr, val_loss
     <runs>/<ablation>/<variant>/seed<k>/metrics.json  final metrics (deterministic)
-    <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds, tokens/s, the step a run resumed from (not deterministic)
+    <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds, tokens/s, start and end of its training,
+                                                      the step it resumed from (not deterministic)
+    <runs>/<ablation>/<variant>/seed<k>/model.pt      the final weights with what rebuilds the model: its resolved
+                                                      settings and the vocabulary (`sampling.read_model`)
 """
 
 from __future__ import annotations
 
 import csv
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from blocklab.config import ModelConfig
     from blocklab.training import RunResult
 
 CURVE_COLUMNS = ["step", "loss", "grad_norm", "lr", "val_loss"]
+MODEL_FILE = "model.pt"
+MODEL_FORMAT = 1
 
 
 def run_dir(variant_dir: Path, seed: int) -> Path:
@@ -29,7 +36,9 @@ def write_json(path: Path, data: dict, sort_keys: bool = True) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
 
 
-def write_run(directory: Path, result: "RunResult", tokens_per_step: int) -> None:
+def write_run(directory: Path, result: "RunResult", tokens_per_step: int, model: "ModelConfig | None" = None,
+              chars: list[str] | None = None) -> None:
+    """The run's files; with `model` and `chars`, also its weights as a self-contained `model.pt`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     # The csv module rather than pandas: the train stage runs 30 times and pandas costs each a second to import.
@@ -42,8 +51,13 @@ def write_run(directory: Path, result: "RunResult", tokens_per_step: int) -> Non
     write_json(
         directory / "timing.json",
         {"seconds": result.seconds, "tokens_per_second": steps * tokens_per_step / result.seconds,
-         "resumed_from_step": result.resumed_from},
+         "resumed_from_step": result.resumed_from, "started_at": result.started_at, "ended_at": result.ended_at},
     )
+    if model is not None and result.weights is not None:
+        import torch  # here: the stages that only read results need no torch
+
+        torch.save({"format": MODEL_FORMAT, "model": asdict(model), "chars": list(chars), "state_dict": result.weights},
+                   directory / MODEL_FILE)
 
 
 def read_metrics(directory: Path) -> dict:

@@ -61,6 +61,9 @@ class RunResult:
     metrics: dict
     seconds: float
     resumed_from: int = 0  # the step a run resumed from its checkpoint (0: trained from the start)
+    weights: dict | None = None  # the final state dict, on the CPU
+    started_at: float = 0.0  # wall-clock time (time.time()) when its training started and ended
+    ended_at: float = 0.0
 
 
 def loss_and_gradients(model: torch.nn.Module, params: list[torch.Tensor], chunk: torch.Tensor
@@ -163,7 +166,7 @@ def train_run(
             first = saved["step"]
             losses[:first], grad_norms[:first] = saved["losses"], saved["grad_norms"]
             val_losses.update(saved["val_losses"])
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     for step in tqdm(range(first, steps), desc=progress, disable=progress is None, position=position, leave=False,
                      initial=first, total=steps):
         starts = torch.randint(0, len(train) - T - 1, (B,), generator=generator).to(device)
@@ -186,7 +189,7 @@ def train_run(
                 "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                 "losses": losses[: step + 1].clone(), "grad_norms": grad_norms[: step + 1].clone(),
                 "val_losses": dict(val_losses)})
-    seconds = time.perf_counter() - started
+    seconds, ended_at = time.perf_counter() - started, time.time()
     if every:
         Path(checkpoint).unlink(missing_ok=True)
 
@@ -216,7 +219,9 @@ def train_run(
     if train_cfg.eval_batches:  # only then: the metrics of runs without it stay as they were
         metrics["val_loss_batches"] = _finite_or_none(random_batches_loss(
             model, val, T, B, train_cfg.eval_batches, seed))
-    return RunResult(curve=curve, metrics=metrics, seconds=seconds, resumed_from=first)
+    weights = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
+    return RunResult(curve=curve, metrics=metrics, seconds=seconds, resumed_from=first, weights=weights,
+                     started_at=started_at, ended_at=ended_at)
 
 
 def load_checkpoint(path: Path) -> dict:

@@ -1,0 +1,115 @@
+"""What a trained model writes: nanoGPT's `sample.py`, from a run's saved weights.
+
+The context is cropped to the model's `context` before each step (its position embeddings go no further),
+the logits divided by the temperature, all but the top k masked, then softmax and `torch.multinomial` with
+a generator seeded once per call. Sampling runs on the CPU with one thread, so a seed gives the same text
+whatever the machine's thread count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from blocklab.config import ModelConfig, Params
+from blocklab.config import _unknown as unknown_name  # the same "did you mean" as params.yaml's errors
+from blocklab.errors import BlocklabError
+from blocklab.model import build_model
+from blocklab.results import MODEL_FILE, MODEL_FORMAT, run_dir
+from blocklab.rounding import torch_threads
+
+
+@dataclass(frozen=True)
+class SampleSettings:
+    """nanoGPT's `sample.py` defaults, so that samples are comparable (it draws 10 samples; one here)."""
+
+    prompt: str = "\n"
+    tokens: int = 500
+    temperature: float = 0.8
+    top_k: int | None = 200
+    seed: int = 1337
+    num_samples: int = 1
+
+    def __post_init__(self):
+        if not self.temperature > 0:
+            raise BlocklabError(f"--temperature must be positive (got {self.temperature}): it divides the logits")
+        if self.top_k is not None and self.top_k < 1:
+            raise BlocklabError(f"--top-k must be a positive number of characters (got {self.top_k})")
+        if self.tokens < 0 or self.num_samples < 1:
+            raise BlocklabError("--tokens must be 0 or more and --num-samples at least 1")
+
+
+def read_model(directory: Path) -> tuple[torch.nn.Module, ModelConfig, list[str]]:
+    """A trained run's model rebuilt from its `model.pt` (eval mode, on the CPU), its settings and vocabulary."""
+    saved = torch.load(Path(directory) / MODEL_FILE, map_location="cpu", weights_only=True)
+    if saved.get("format") != MODEL_FORMAT:
+        raise BlocklabError(f"{Path(directory) / MODEL_FILE} has format {saved.get('format')}, not "
+                            f"{MODEL_FORMAT}: train it again (`dvc repro`)")
+    cfg = ModelConfig(**saved["model"])
+    model = build_model(cfg, len(saved["chars"]), seed=0)
+    model.load_state_dict(saved["state_dict"])
+    return model.eval(), cfg, saved["chars"]
+
+
+@torch.no_grad()
+def generate(model: torch.nn.Module, context: int, prompt: torch.Tensor, tokens: int, temperature: float,
+             top_k: int | None, generator: torch.Generator) -> torch.Tensor:
+    """`tokens` characters after `prompt` (1, T), drawn one at a time from the model's next-character logits."""
+    idx = prompt
+    for _ in range(tokens):
+        logits = model(idx[:, -context:])[:, -1, :] / temperature
+        if top_k is not None:
+            kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+            logits = logits.masked_fill(logits < kth, -float("inf"))
+        next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1, generator=generator)
+        idx = torch.cat((idx, next_id), dim=1)
+    return idx
+
+
+def sample_run(directory: Path, settings: SampleSettings = SampleSettings()) -> list[str]:
+    """`settings.num_samples` texts from the run in `directory`, each the prompt and what the model adds."""
+    model, cfg, chars = read_model(directory)
+    index = {c: i for i, c in enumerate(chars)}
+    unknown = sorted(set(settings.prompt) - set(index))
+    if unknown:
+        raise BlocklabError(f"the prompt has characters this model never saw: {', '.join(map(repr, unknown))} "
+                            f"(its vocabulary: {''.join(chars)!r})")
+    if not settings.prompt:
+        raise BlocklabError("the prompt is empty: give at least one character (nanoGPT's default is a newline)")
+    prompt = torch.tensor([[index[c] for c in settings.prompt]])
+    generator = torch.Generator().manual_seed(settings.seed)
+    texts = []
+    with torch_threads(1):
+        for _ in range(settings.num_samples):
+            ids = generate(model, cfg.context, prompt, settings.tokens, settings.temperature, settings.top_k, generator)
+            texts.append("".join(chars[i] for i in ids[0].tolist()))
+    return texts
+
+
+def run_directory(params: Params, runs_dir: Path, name: str) -> Path:
+    """The folder of the run `<ablation>/<variant>[/seed<k>]` (default: the ablation's first seed), with an
+    error that says what to do where the name is unknown or the run is not trained yet."""
+    parts = name.strip("/").split("/")
+    if not 2 <= len(parts) <= 3:
+        raise BlocklabError(f"'{name}' is not a run: name it <ablation>/<variant> or <ablation>/<variant>/seed<k>")
+    ablation, variant = parts[:2]
+    if ablation not in params.ablations:
+        raise BlocklabError(unknown_name("ablation", ablation, params.ablations))
+    if variant not in params.ablations[ablation].variants:
+        raise BlocklabError(unknown_name(f"variant of {ablation}", variant, params.ablations[ablation].variants))
+    seeds = params.ablations[ablation].seeds
+    seed = seeds[0]
+    if len(parts) == 3:
+        if not (parts[2].startswith("seed") and parts[2][4:].isdigit() and int(parts[2][4:]) in seeds):
+            raise BlocklabError(f"{ablation}/{variant} has no run '{parts[2]}': its seeds are "
+                                f"{', '.join(f'seed{s}' for s in seeds)}")
+        seed = int(parts[2][4:])
+    directory = run_dir(Path(runs_dir) / ablation / variant, seed)
+    if not (directory / MODEL_FILE).exists():
+        raise BlocklabError(f"{ablation}/{variant}/seed{seed} is not trained yet (no {directory / MODEL_FILE}): "
+                            f"run `dvc repro train_{ablation}@{variant}`")
+    return directory
+
