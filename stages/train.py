@@ -1,19 +1,14 @@
 """DVC stage `train_<ablation>@<variant>`: train every seed of that variant, side by side."""
 
-import os
+from pathlib import Path
 
-# Before torch loads: the seeds train in forked workers that must not spin-wait against each other.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import click
 
-from pathlib import Path  # noqa: E402
-
-import click  # noqa: E402
-
-from blocklab.config import load_params  # noqa: E402
-from blocklab.data import load_corpus  # noqa: E402
-from blocklab.errors import reports_errors  # noqa: E402
-from blocklab.results import run_dir, write_run  # noqa: E402
-from blocklab.runner import train_seeds  # noqa: E402
+from blocklab.config import load_params
+from blocklab.data import load_corpus
+from blocklab.errors import reports_errors
+from blocklab.results import run_dir, write_run
+from blocklab.runner import train_seeds
 
 
 @click.command()

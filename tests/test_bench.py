@@ -51,7 +51,7 @@ def test_the_comparison_reports_each_run_its_ratio_and_equal_results():
 def test_the_comparison_can_show_how_far_rounding_alone_moves_each_result():
     figures = compare_trainers([_spec("post", steps=26)], _corpus(), echo=lambda _: None, rounding=True)
     (row,) = figures["runs"]
-    assert row["rounding_difference"] == row["reference_one_thread"] - row["reference"]
+    assert row["rounding_difference"] == row["reference_default_threads"] - row["reference"]
     assert figures["max_abs_rounding_difference"] == abs(row["rounding_difference"])
 
 

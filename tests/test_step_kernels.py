@@ -25,11 +25,11 @@ def test_a_replayed_tensor_keeps_the_recorded_layout():
 
 def test_one_recorded_step_holds_every_kind_of_kernel_and_replays():
     model = ModelConfig(n_layers=2, norm="post")
-    calls = record_step(model, TrainConfig(lr=1e-2), vocab_size=65, round_like_threads=2)
+    calls = record_step(model, TrainConfig(lr=1e-2), vocab_size=65)
     names = {func.overloadpacket.__name__ for func, _, _ in calls}
     assert {"addmm", "mm", "gelu", "gelu_backward", "native_layer_norm", "lerp_", "addcdiv_"} <= names
     assert sum(name.startswith("_scaled_dot_product") for name in names) == 2  # forward and backward
-    # each LayerNorm's backward sums its gradients in the blocks of two threads: two calls per norm
-    assert sum(func.overloadpacket.__name__ == "native_layer_norm_backward" for func, _, _ in calls) == 2 * 2 * 2
+    # one LayerNorm backward per norm: two blocks of two norms
+    assert sum(func.overloadpacket.__name__ == "native_layer_norm_backward" for func, _, _ in calls) == 2 * 2
     seconds = kernel_seconds(calls, repeats=1)
     assert set(seconds) == {*KINDS, "other"} and all(s > 0 for s in seconds.values())

@@ -21,9 +21,9 @@ import torch.nn.functional as F
 
 from blocklab.config import ModelConfig, RunSpec
 from blocklab.data import Corpus
-from blocklab.rounding import torch_threads
 from blocklab.step_kernels import kernel_seconds, record_step
-from blocklab.runner import passive_openmp, train_seeds
+from blocklab.runner import THREADS, train_seeds
+from blocklab.threads import torch_threads
 from blocklab.training import LAST_STEPS
 
 
@@ -136,18 +136,20 @@ def _timed_train_seeds(spec: RunSpec, corpus: Corpus) -> tuple[float, dict]:
 
 
 def trainer_as_the_stage_runs_it(spec: RunSpec, corpus: Corpus) -> tuple[float, dict]:
-    """Seconds to train a variant's seeds in a process set up as the train stage sets itself up (OpenMP
-    waiting passively, so that the seeds' workers fork from it), timed inside that process: the start of
-    the process and the import of torch count as pipeline overhead, measured separately."""
-    with passive_openmp(), ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    """Seconds to train a variant's seeds in a fresh process, as the train stage does, timed inside that
+    process: the start of the process and the import of torch count as pipeline overhead, measured
+    separately."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(_timed_train_seeds, spec, corpus).result()
 
 
 def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print, rounding: bool = False) -> dict:
-    """The trainer and the reference loop on the same runs: throughput, ratio, and equal results.
+    """The trainer and the reference loop on the same runs, both at the trainer's one thread a run:
+    throughput, ratio, and equal results.
 
-    With `rounding`, the reference loop also runs each run with one thread, where only LayerNorm's gradient
-    sums round differently: how far a change of rounding alone moves each result."""
+    With `rounding`, the reference loop also runs each run with torch's default thread count, which sums
+    otherwise (LayerNorm's gradients, and on some CPUs the products'): how far a change of rounding alone
+    moves each result."""
     vocab = corpus.vocab_size
     # The first torch optimizer a process creates imports torch._dynamo (3.3 s here): not a cost per step.
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
@@ -158,20 +160,21 @@ def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print, rounding:
         trainer_seconds += seconds
         for seed in spec.seeds:
             started = time.perf_counter()
-            reference = reference_loop(spec, seed, corpus.train, vocab)
+            with torch_threads(THREADS):
+                reference = reference_loop(spec, seed, corpus.train, vocab)
             reference_seconds += time.perf_counter() - started
             ours = results[seed].metrics["train_loss_last25"]
             rows.append({"run": spec.key(seed), "trainer": ours, "reference": reference,
                          "difference": ours - reference})
             if rounding:
-                with torch_threads(1):
-                    rows[-1]["reference_one_thread"] = reference_loop(spec, seed, corpus.train, vocab)
-                rows[-1]["rounding_difference"] = rows[-1]["reference_one_thread"] - reference
+                rows[-1]["reference_default_threads"] = reference_loop(spec, seed, corpus.train, vocab)
+                rows[-1]["rounding_difference"] = rows[-1]["reference_default_threads"] - reference
             steps += spec.train.steps
             flops += spec.train.steps * spec.train.batch_size * spec.model.context * training_flops_per_token(
                 spec.model, vocab)
             echo(f"  {spec.key(seed)}: trainer {ours:.4f}  reference {reference:.4f}"
-                 + (f"  reference at one thread {rows[-1]['reference_one_thread']:.4f}" if rounding else ""))
+                 + (f"  reference at {torch.get_num_threads()} threads {rows[-1]['reference_default_threads']:.4f}"
+                    if rounding else ""))
     tokens = sum(s.train.steps * s.train.batch_size * s.model.context * len(s.seeds) for s in specs)
     kernels = step_kernel_bounds(specs, vocab, cores=torch.get_num_threads())
     return {
@@ -203,7 +206,7 @@ def step_kernel_bounds(specs: list[RunSpec], vocab: int, cores: int) -> dict:
     for spec in specs:
         shapes = (spec.model, spec.train.batch_size)
         if shapes not in measured:
-            measured[shapes] = kernel_seconds(record_step(spec.model, spec.train, vocab, round_like_threads=cores))
+            measured[shapes] = kernel_seconds(record_step(spec.model, spec.train, vocab))
         seconds = measured[shapes]
         runs = spec.train.steps * len(spec.seeds) / cores
         least += sum(seconds.values()) * runs

@@ -39,7 +39,8 @@ def show_params(params_file: str) -> None:
 @click.option("--trainer/--no-trainer", default=True, show_default=True,
               help="Compare the trainer with the lesson's plain loop (--no-trainer: only what the flags below ask).")
 @click.option("--rounding", is_flag=True,
-              help="Also run the plain loop with one thread: how far a change of rounding alone moves each result.")
+              help="Also run the plain loop with torch's default thread count: how far a change of rounding alone "
+                   "moves each result.")
 @click.option("--pipeline", is_flag=True, help="Also force a full `dvc repro` and measure the pipeline's overhead.")
 @click.option("--queue", is_flag=True,
               help="Also time a small sweep through `dvc exp run --queue` with `dvc queue start -j 1` and `-j 2`.")
@@ -103,8 +104,8 @@ def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: 
         f"({'equal within 0.01' if figures['max_abs_difference'] <= 0.01 else 'NOT equal within 0.01'})"
     )
     if rounding:
-        click.echo(f"largest |difference| the reference loop's own rounding makes (one thread vs "
-                   f"{figures['threads']}): {figures['max_abs_rounding_difference']:.4f}")
+        click.echo(f"largest |difference| the reference loop's own rounding makes ({figures['threads']} threads vs "
+                   f"one): {figures['max_abs_rounding_difference']:.4f}")
     kernels = figures["kernels"]["step_ms_by_kind"]
     click.echo(f"\none step of {figures['kernels']['step_of']} at one thread, its kernels replayed by kind "
                f"({sum(kernels.values()):.1f} ms):")

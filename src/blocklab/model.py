@@ -4,8 +4,8 @@ Every choice an ablation makes (attention heads and projection, feed-forward kin
 activation, norm type and placement, residual scheme, depth) is a field of `ModelConfig` (in
 `blocklab.config`, with the rest of params.yaml's schema) and is read in exactly one place below.
 The defaults build the lesson's model; module creation order (embeddings, blocks: norms, attention,
-feed-forward; final norm, head) fixes what a seed initialises. Speed and bit-for-bit machinery
-lives apart, in `blocklab.rounding`, applied by the trainer.
+feed-forward; final norm, head) fixes what a seed initialises. How many threads compute it (which
+decides how its sums round) is `blocklab.runner`'s business, not the model's.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from blocklab.config import _unknown as unknown_name  # the same "did you mean" 
 from blocklab.errors import BlocklabError
 from blocklab.model import build_model
 from blocklab.results import MODEL_FILE, MODEL_FORMAT, run_dir
-from blocklab.rounding import torch_threads
+from blocklab.threads import torch_threads
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from torch.utils._pytree import tree_map
 
 from blocklab.config import ModelConfig, TrainConfig
 from blocklab.model import build_model
-from blocklab.rounding import sum_norm_gradients_like, torch_threads
 from blocklab.optimizer import AdamW
+from blocklab.threads import torch_threads
 from blocklab.training import loss_and_gradients
 
 KINDS = {  # ATen operations by what they compute; anything else that is not a view is "other"
@@ -73,12 +73,10 @@ def kind_of(name: str) -> str | None:
     return next((kind for kind, names in KINDS.items() if name in names), "other")
 
 
-def record_step(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int, round_like_threads: int,
-                warmup_steps: int = 3) -> list[tuple]:
+def record_step(model_cfg: ModelConfig, train_cfg: TrainConfig, vocab_size: int, warmup_steps: int = 3) -> list[tuple]:
     """The ATen calls of one training step of the trainer at one thread, after a few steps of warm-up."""
     with torch_threads(1):
         model = build_model(model_cfg, vocab_size, seed=0)
-        sum_norm_gradients_like(model, round_like_threads)
         params = list(model.parameters())
         optimizer = AdamW(params, lr=train_cfg.lr)
         g = torch.Generator().manual_seed(0)

@@ -21,7 +21,6 @@ from blocklab.config import ModelConfig, TrainConfig
 from blocklab.data import atomic_write
 from blocklab.errors import BlocklabError
 from blocklab.model import build_model, parameter_counts
-from blocklab.rounding import RoundLike
 from blocklab.optimizer import AdamW
 
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
@@ -118,7 +117,6 @@ def train_run(
     progress: str | None = None,
     position: int = 0,
     checkpoint: Path | None = None,
-    round_like: RoundLike | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Train one seed exactly as the lesson does and return its curve and final metrics.
@@ -127,10 +125,8 @@ def train_run(
     every `checkpoint_every` steps and, started again after an interruption, resumes from it: the
     resumed curve is the uninterrupted one. The file is removed when the run completes.
 
-    With `round_like`, a CPU run in a process with fewer threads sums what the thread count rounds
-    (LayerNorm's weight and bias gradients; on some CPUs the products' weight gradients) as that many
-    threads would: its numbers are then those of a process with `round_like.threads` threads.
-    `on_step(step)` is called after each completed step."""
+    `on_step(step)` is called after each completed step. The thread count is the caller's (it decides
+    how the results round): `blocklab.runner` trains every CPU run with one."""
     device = resolve_device(train_cfg.device)
     T, B = model_cfg.context, train_cfg.batch_size
     if len(train) < T + 2:
@@ -140,8 +136,6 @@ def train_run(
         )
     val_x, val_y = (t.to(device) for t in validation_windows(val, T, train_cfg.eval_windows))
     model = build_model(model_cfg, vocab_size, seed).to(device)
-    if round_like is not None and round_like.threads != torch.get_num_threads():
-        round_like.apply(model)
     params = list(model.parameters())
     optimizer = AdamW(params, lr=train_cfg.lr)
     generator = torch.Generator().manual_seed(seed)  # batches are drawn on the CPU, as in the lesson
