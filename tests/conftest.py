@@ -174,12 +174,6 @@ def reproduced_project(tmp_path_factory) -> Project:
     return project
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _own_thread_check_cache(tmp_path_factory):
-    """The tests check threads afresh, in a cache of their own, not the user's."""
-    os.environ["BLOCKLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("blocklab-cache"))
-
-
 def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
     """Those of `processes` still running (an ended process waiting to be reaped has stopped)."""
     running = []

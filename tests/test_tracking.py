@@ -345,3 +345,23 @@ def test_a_runs_mlflow_times_are_its_training_not_its_logging(project):
     assert run.info.end_time == int(timing["ended_at"] * 1000)
     history = client.get_metric_history(run.info.run_id, "train_loss")
     assert run.info.start_time < history[0].timestamp <= history[-1].timestamp == run.info.end_time
+
+
+def test_an_experiment_created_from_a_temporary_copy_keeps_its_artifacts_beside_the_store(tmp_path, monkeypatch):
+    """A queued experiment logs from `.dvc/tmp/exps/<copy>`, which DVC deletes afterwards: an experiment it
+    creates first must not put its artifacts there."""
+    from blocklab.tracking import _client, _experiment_id
+
+    store = tmp_path / "workspace" / "mlflow.db"
+    uri = f"sqlite:///{store}"
+    ensure_store(uri)
+    copy = tmp_path / "workspace" / ".dvc" / "tmp" / "exps" / "tmp1234"
+    copy.mkdir(parents=True)
+    monkeypatch.chdir(copy)
+    client = _client(uri)
+    experiment = client.get_experiment(_experiment_id(client, "blocklab/norm_order"))
+    assert experiment.artifact_location == (store.parent / "mlartifacts" / "blocklab_norm_order").as_uri()
+    run = client.create_run(experiment.experiment_id).info.run_id
+    (tmp_path / "note.txt").write_text("x")
+    client.log_artifact(run, str(tmp_path / "note.txt"))
+    assert (store.parent / "mlartifacts" / "blocklab_norm_order").exists() and not any(copy.iterdir())
