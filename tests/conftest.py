@@ -257,13 +257,12 @@ def _no_process_outlives_the_suite():
     is re-parented here, stays a descendant, and is found."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
     deadline = time.monotonic() + 15  # what is stopping may take a moment
-    while (survivors := [p for p in alive(me.children(recursive=True)) if p.pid not in before]) \
-            and time.monotonic() < deadline:
+    while (survivors := started_by_tests(before)) and time.monotonic() < deadline:
         time.sleep(0.5)
+    names = described(survivors)  # before they are killed: a killed process has no command line left
     for process in survivors:
         process.kill()
-    assert not survivors, f"processes started by the tests still running at the end: {described(survivors)}"
+    assert not survivors, f"processes started by the tests still running at the end: {names}"

@@ -20,7 +20,8 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     result = small_project.first_repro
     ran = stages_run(result.stdout)
     assert ran.index("download") < ran.index("encode") < ran.index("baselines") < ran.index("evaluate")
-    assert ran[-4:] == ["evaluate", "check", "report", "track"]  # the summary lists the verdicts
+    assert [s for s in ran if s != "samples"][-4:] == ["evaluate", "check", "report", "track"]  # the summary
+    assert ran.index("samples") < ran.index("report")  # lists the verdicts and shows the samples
     assert "3 of 3 claims hold" in result.stdout
     metrics = json.loads((small_project.root / "reports" / "metrics.json").read_text())
 
@@ -86,6 +87,7 @@ def test_changing_one_variants_setting_leaves_every_other_training_stage_up_to_d
     project = reproduced_project
     params_file = project.root / "params.yaml"
     original = params_file.read_bytes()
+    already = json.loads(project.run("dvc", "status", "--json").stdout)  # what other tests left to re-run
     changed = project.params
     variant = next(iter(changed["ablations"]["warmup"]["variants"]))
     changed["ablations"]["warmup"]["variants"][variant].setdefault("train", {})["warmup"] = 7
@@ -95,7 +97,8 @@ def test_changing_one_variants_setting_leaves_every_other_training_stage_up_to_d
     finally:
         params_file.write_bytes(original)
     # the gathering stages read every ablation: they depend on params.yaml as a whole
-    assert sorted(stale) == sorted([f"train_warmup@{variant}", "evaluate", "report", "track"])
+    assert sorted(set(stale) - set(already)) == sorted({f"train_warmup@{variant}", "evaluate", "report", "track"}
+                                                      - set(already))
 
 
 def test_renaming_a_variant_in_words_retrains_nothing(reproduced_project):

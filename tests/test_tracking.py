@@ -106,9 +106,9 @@ def test_a_run_whose_artifact_upload_failed_is_replaced_and_the_store_ends_with_
     arguments = (params, project.root / "data" / "runs", baselines, project.root / "reports" / "figures")
     upload, calls = MlflowClient.log_artifact, []
 
-    def failing_partway(self, *args, **kwargs):  # the real upload, until the fifth one fails
+    def failing_partway(self, *args, **kwargs):  # the real upload, until a seed run's third curve fails
         calls.append(args)
-        if len(calls) == 5:
+        if sum(str(a[1]).endswith("curve.csv") for a in calls) == 3 and str(args[1]).endswith("curve.csv"):
             raise OSError("disk full (injected)")
         return upload(self, *args, **kwargs)
 
@@ -310,6 +310,17 @@ def test_blocklab_ui_stopped_by_a_signal_to_it_alone_leaves_no_process_behind(tm
         assert not alive(tree), f"left running after {stop.name}: {described(alive(tree))}"
 
 
+def logged_run_of(project, client, variant: str, seed: int):
+    """The MLflow run of the norm_order run whose results the workspace holds now (found by its run key)."""
+    from blocklab.tracking import run_key
+
+    spec = load_params(project.root / "params.yaml").spec("norm_order", variant)
+    key = run_key(spec, seed, project.root / f"data/runs/norm_order/{variant}/seed{seed}")
+    experiment = client.get_experiment_by_name("blocklab/norm_order")
+    (run,) = client.search_runs([experiment.experiment_id], f"tags.`{RUN_KEY_TAG}` = '{key}'")
+    return run
+
+
 def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logits_and_its_sample(project):
     import mlflow.pytorch
     import torch
@@ -319,8 +330,8 @@ def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logi
     uri = f"sqlite:///{project.root / 'mlflow.db'}"
     client = client_for(uri)
     experiment = client.get_experiment_by_name("blocklab/norm_order")
-    (parent,) = [r for r in client.search_runs([experiment.experiment_id], "attributes.run_name = 'pre'")
-                 if not r.data.tags.get("DVC_EXP_NAME")]
+    seed_run = logged_run_of(project, client, "pre", 0)  # the results now in the workspace
+    parent = client.get_run(seed_run.data.tags[PARENT_TAG])
     (logged,) = client.search_logged_models([experiment.experiment_id],
                                             filter_string=f"source_run_id = '{parent.info.run_id}'")
     mlflow.set_tracking_uri(uri)
@@ -335,12 +346,9 @@ def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logi
 
 def test_a_runs_mlflow_times_are_its_training_not_its_logging(project):
     """Created, Duration and the time axis: the start and end of the training, as the train stage recorded."""
-    uri = f"sqlite:///{project.root / 'mlflow.db'}"
-    client = client_for(uri)
-    experiment = client.get_experiment_by_name("blocklab/norm_order")
-    runs = client.search_runs([experiment.experiment_id], "attributes.run_name = 'pre/seed0'")
+    client = client_for(f"sqlite:///{project.root / 'mlflow.db'}")
     timing = json.loads((project.root / "data/runs/norm_order/pre/seed0/timing.json").read_text())
-    run = next(r for r in runs if not r.data.tags.get("DVC_EXP_NAME"))
+    run = logged_run_of(project, client, "pre", 0)
     assert run.info.start_time == int(timing["started_at"] * 1000)
     assert run.info.end_time == int(timing["ended_at"] * 1000)
     history = client.get_metric_history(run.info.run_id, "train_loss")
@@ -365,3 +373,15 @@ def test_an_experiment_created_from_a_temporary_copy_keeps_its_artifacts_beside_
     (tmp_path / "note.txt").write_text("x")
     client.log_artifact(run, str(tmp_path / "note.txt"))
     assert (store.parent / "mlartifacts" / "blocklab_norm_order").exists() and not any(copy.iterdir())
+
+
+def test_logging_a_model_leaves_the_process_environment_as_it_was(project, tmp_path, monkeypatch):
+    """MLflow's fluent API exports its tracking URI to the environment: a `dvc exp run` started by the same
+    process afterwards would have logged its runs to this store instead of the workspace's."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    params = load_params(project.root / "params.yaml")
+    only = params.model_copy(update={"ablations": {"norm_order": params.ablations["norm_order"]}})
+    baselines = json.loads((project.root / "reports" / "metrics.json").read_text())["baselines"]
+    result = track(only, project.root / "data" / "runs", baselines, None, uri=f"sqlite:///{tmp_path / 'other.db'}")
+    assert not result["failed"] and result["variants"] == len(only.ablations["norm_order"].variants)
+    assert "MLFLOW_TRACKING_URI" not in os.environ

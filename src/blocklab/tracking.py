@@ -18,6 +18,7 @@ import logging
 import os
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from blocklab.config import Params, RunSpec
 from blocklab.results import read_curve, read_metrics, read_timing, run_dir
 
 STORE_FILE = "mlflow.db"
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 RUN_KEY_TAG = "blocklab.run_key"
 PARENT_TAG = "mlflow.parentRunId"  # what nests a run under another in MLflow's UI
 COMPLETE = "FINISHED"
@@ -49,7 +51,7 @@ def workspace_root(start: Path | None = None) -> Path:
 
 def tracking_uri() -> str:
     """$MLFLOW_TRACKING_URI, else a sqlite store at the workspace root (an absolute path)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{workspace_root() / STORE_FILE}"
+    return os.environ.get(TRACKING_URI_ENV) or f"sqlite:///{workspace_root() / STORE_FILE}"
 
 
 def variant_key(spec: RunSpec, seed_keys: list[str]) -> str:
@@ -356,7 +358,6 @@ def log_model_and_sample(client, run_id: str, directory: Path) -> None:
     model_context = cfg.context
     signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(np.int64), (-1, -1))]),
                                outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, -1, len(chars)))]))
-    mlflow.set_tracking_uri(client.tracking_uri)
     experiment_id = client.get_run(run_id).info.experiment_id  # the run's, not the fluent API's active one
     logged = client.create_logged_model(experiment_id, name=MODEL_NAME, source_run_id=run_id)
     example = np.zeros((2, model_context), dtype=np.int64)
@@ -365,15 +366,34 @@ def log_model_and_sample(client, run_id: str, directory: Path) -> None:
     quiet = logging.getLogger("mlflow.pytorch")
     level, quiet.level = quiet.level, logging.ERROR  # not the pickle warning once per variant: it is our own model
     try:
-        mlflow.pytorch.log_model(model, name=MODEL_NAME, run_id=run_id, model_id=logged.model_id,
-                                 input_example=example, signature=signature, serialization_format="pickle",
-                                 pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+        with _fluent_tracking_uri(client.tracking_uri):
+            mlflow.pytorch.log_model(model, name=MODEL_NAME, run_id=run_id, model_id=logged.model_id,
+                                     input_example=example, signature=signature, serialization_format="pickle",
+                                     pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
     finally:
         quiet.level = level
     (text,) = sample_run(directory, SampleSettings(tokens=SAMPLE_TOKENS))
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / SAMPLE_FILE).write_text(text)
         client.log_artifact(run_id, str(Path(folder) / SAMPLE_FILE))
+
+
+@contextmanager
+def _fluent_tracking_uri(uri: str):
+    """MLflow's fluent API (`log_model`) logs to its global tracking URI, which `mlflow.set_tracking_uri` also
+    exports as $MLFLOW_TRACKING_URI to every later subprocess (a `dvc exp run` started afterwards would log
+    to this store): the URI for the block only, then the global and the environment as they were."""
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    before = os.environ.get(TRACKING_URI_ENV)
+    try:
+        with _use_tracking_uri(uri):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop(TRACKING_URI_ENV, None)
+        else:
+            os.environ[TRACKING_URI_ENV] = before
 
 
 def _reason(err: Exception) -> str:
