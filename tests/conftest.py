@@ -109,6 +109,9 @@ def copy_project(dest: Path, corpus: Path) -> Project:
             shutil.copy2(src, target)
     project = Project(dest, corpus)
     project.run("git", "init", "-q")
+    # An identity of the copy's own: `dvc exp run` commits, and a fresh machine has no global git config.
+    project.run("git", "config", "user.name", "blocklab tests")
+    project.run("git", "config", "user.email", "tests@blocklab.invalid")
     project.run("dvc", "init", "-q")
     return project
 

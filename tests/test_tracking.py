@@ -344,16 +344,24 @@ def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logi
     assert sample.startswith("\n") and len(sample) == 201
 
 
-def test_a_runs_mlflow_times_are_its_training_not_its_logging(project):
-    """Created, Duration and the time axis: the start and end of the training, as the train stage recorded."""
-    client = client_for(f"sqlite:///{project.root / 'mlflow.db'}")
+def test_a_runs_mlflow_times_are_its_training_not_its_logging(project, tmp_path):
+    """Created, Duration and the time axis: the start and end of the training, as the train stage recorded.
+    (Into a store of its own: a store that already holds the same results, trained earlier, keeps those.)"""
+    params = load_params(project.root / "params.yaml")
+    only = params.model_copy(update={"ablations": {"norm_order": params.ablations["norm_order"]}})
+    baselines = json.loads((project.root / "reports" / "metrics.json").read_text())["baselines"]
+    uri = f"sqlite:///{tmp_path / 'times.db'}"
+    assert not track(only, project.root / "data" / "runs", baselines, None, uri=uri)["failed"]
+    client = client_for(uri)
     timing = json.loads((project.root / "data/runs/norm_order/pre/seed0/timing.json").read_text())
-    run = logged_run_of(project, client, "pre", 0)
+    experiment = client.get_experiment_by_name("blocklab/norm_order")
+    (run,) = client.search_runs([experiment.experiment_id], "attributes.run_name = 'pre/seed0'")
     assert run.info.start_time == int(timing["started_at"] * 1000)
     assert run.info.end_time == int(timing["ended_at"] * 1000)
     history = client.get_metric_history(run.info.run_id, "train_loss")
     assert run.info.start_time < history[0].timestamp <= history[-1].timestamp == run.info.end_time
-
+    (parent,) = client.search_runs([experiment.experiment_id], "attributes.run_name = 'pre'")
+    assert parent.info.start_time <= run.info.start_time and parent.info.end_time >= run.info.end_time
 
 def test_an_experiment_created_from_a_temporary_copy_keeps_its_artifacts_beside_the_store(tmp_path, monkeypatch):
     """A queued experiment logs from `.dvc/tmp/exps/<copy>`, which DVC deletes afterwards: an experiment it
