@@ -54,7 +54,7 @@ def test_a_prompt_longer_than_the_context_is_cropped_and_the_samples_are_separat
 
 
 @pytest.mark.parametrize("args, message", [
-    (["norm_order/prex"], "unknown variant of norm_order 'prex'"),
+    (["norm_order/prex"], "unknown variant of ablation 'norm_order' 'prex'"),
     (["norm_ordr/pre"], "did you mean 'norm_order'?"),
     (["norm_order/pre/seed9"], "its seeds are seed0, seed1"),
     (["norm_order"], "name it <ablation>/<variant>"),

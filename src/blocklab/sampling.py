@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 
 from blocklab.config import ModelConfig, Params
-from blocklab.config import _unknown as unknown_name  # the same "did you mean" as params.yaml's errors
 from blocklab.errors import BlocklabError
 from blocklab.model import build_model
 from blocklab.results import MODEL_FILE, MODEL_FORMAT, run_dir
@@ -96,11 +95,7 @@ def run_directory(params: Params, runs_dir: Path, name: str) -> Path:
     if not 2 <= len(parts) <= 3:
         raise BlocklabError(f"'{name}' is not a run: name it <ablation>/<variant> or <ablation>/<variant>/seed<k>")
     ablation, variant = parts[:2]
-    if ablation not in params.ablations:
-        raise BlocklabError(unknown_name("ablation", ablation, params.ablations))
-    if variant not in params.ablations[ablation].variants:
-        raise BlocklabError(unknown_name(f"variant of {ablation}", variant, params.ablations[ablation].variants))
-    seeds = params.ablations[ablation].seeds
+    seeds = params.spec(ablation, variant).seeds  # an unknown name: params' own error, with "did you mean"
     seed = seeds[0]
     if len(parts) == 3:
         if not (parts[2].startswith("seed") and parts[2][4:].isdigit() and int(parts[2][4:]) in seeds):
