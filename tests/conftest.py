@@ -11,6 +11,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +68,10 @@ def small_corpus(path: Path, n_chars: int = 12_000, seed: int = 0) -> Path:
     return path
 
 
+# No single command of a test's project copy may take longer (a full small-plan `dvc repro` takes ~1 min).
+COMMAND_TIMEOUT = 900.0
+
+
 class Project:
     """A fresh git + DVC copy of blocklab in a temporary folder, and ways to run commands in it."""
 
@@ -79,11 +84,38 @@ class Project:
             "DVC_NO_ANALYTICS": "1",
         }
 
-    def run(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True)
+    def run(self, *cmd: str, check: bool = True, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
+        """Run `cmd` in the copy and wait for it, not for its output's end: a daemon it leaves running (DVC's
+        queue workers keep the stdout they were forked with) must not hold the test up. A command still
+        running after `timeout` seconds is stopped with its process group and fails the test with what it
+        had printed, so that a hang costs one test, not the suite."""
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            process = subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=out, stderr=err, text=True,
+                                       start_new_session=True)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+            finally:
+                if process.poll() is None:  # timed out, or the test itself was interrupted
+                    stop_group(process.pid)
+                    process.wait(timeout=30)
+                    timed_out = True
+                else:
+                    timed_out = False
+            stdout, stderr = (f.seek(0) or f.read() for f in (out, err))
+        if timed_out:
+            raise AssertionError(f"{' '.join(cmd)} still running after {timeout:.0f} s, stopped:\n{stdout}\n{stderr}"
+                                 f"{self.diagnostics()}")
+        result = subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr)
         if check and result.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
         return result
+
+    def diagnostics(self) -> str:
+        """What DVC's experiment queue logged in the copy, if it ran (its workers' and experiments' output)."""
+        logs = sorted((self.root / ".dvc" / "tmp" / "exps").glob("**/*.out"))
+        return "".join(f"\n--- {log.relative_to(self.root)}:\n{log.read_text(errors='replace')[-4000:]}" for log in logs)
 
     @property
     def params(self) -> dict:

@@ -246,13 +246,15 @@ def test_four_queued_experiments_that_break_a_claim_all_record_in_dvc_and_in_the
         project.run("dvc", "exp", "run", "--queue", "-S", f"ablations.norm_order.train.lr={lr}")
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     project.run("dvc", "queue", "start", "-j", "2")
-    deadline = time.time() + 300  # start-up imports torch and MLflow: slow on a loaded machine
+    # Four small experiments take ~2 minutes here, two at a time; start-up imports torch and MLflow, slow on
+    # a loaded machine. A queue that has not drained by then fails the test with what its workers logged.
+    deadline = time.time() + 600
     try:
         while True:
             status = project.run("dvc", "queue", "status").stdout
             if not any(word in status for word in ("Queued", "Running")):
                 break
-            assert time.time() < deadline, status
+            assert time.time() < deadline, f"the queue has not drained in 600 s:\n{status}{project.diagnostics()}"
             time.sleep(5)
     finally:
         project.run("dvc", "queue", "stop", "--kill", check=False)
