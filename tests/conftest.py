@@ -35,17 +35,20 @@ SMALL_PLAN_CLAIMS = """
 claims:
   - id: uniform_is_ln_v
     claim: The uniform baseline of the 28-character corpus is ln 28.
+    kind: check
     rule: within
     value: baseline("uniform")
     expected: 3.33220451
     tolerance: 0.000001
   - id: one_layer_parameters
     claim: A 1-layer TinyLM over 28 characters with context 16 has 54,748 parameters.
+    kind: check
     rule: exact
     value: metric("norm_order/pre/seed0", "n_params")
     expected: 54748
   - id: pre_norm_learns
     claim: Pre-norm ends below the unigram baseline (seed mean) - it learns more than character frequencies.
+    kind: finding
     rule: compare
     left: mean("norm_order/pre")
     op: "<"

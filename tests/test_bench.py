@@ -73,3 +73,26 @@ def test_each_queue_benchmark_sweeps_new_values_that_change_no_result():
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     steps = {spec.train.steps for spec in params.specs() if spec.ablation == ablation}
     assert all(int(v) > max(steps) for v in first + second)  # no run of that ablation is long enough to checkpoint
+
+
+def test_plan_cost_trains_only_the_variants_that_differ_and_reads_the_others_from_the_timings(tmp_path):
+    import json
+
+    from blocklab.bench import plan_cost
+
+    class Plan:  # what plan_cost reads of a Params: its resolved specs
+        def __init__(self, *specs):
+            self._specs = specs
+
+        def specs(self):
+            return list(self._specs)
+
+    same, more_seeds = _spec("pre", steps=12), _spec("post", seeds=(0, 1), steps=12)
+    timings = tmp_path / "timings.json"
+    timings.write_text(json.dumps({"bench/pre/seed0": {"seconds": 4.0}}))
+    seen = []
+    cost = plan_cost(Plan(same, _spec("post", steps=12)), Plan(same, more_seeds), _corpus(), timings, echo=seen.append)
+    assert cost["changed_variants"] == 1 and cost["shared_variants"] == 1 and cost["shared_seconds"] == 4.0
+    assert cost["changed_old_seconds"] > 0 and cost["changed_new_seconds"] > 0
+    assert cost["ratio"] == cost["new_seconds"] / cost["old_seconds"]
+    assert seen and seen[0].startswith("bench/post: seeds 1 -> 2")

@@ -4,7 +4,8 @@ import pytest
 from click.testing import CliRunner
 
 from blocklab.claims import (
-    Compare, Exact, MissingResult, Monotone, Reports, Spread, Within, check_claims, evaluate, failing_in_words,
+    Compare, Exact, MissingResult, Monotone, Reports, Spread, Within, check_claims, claims_count, count_in_words,
+    evaluate, failing_in_words,
     load_claims, verdicts_markdown,
 )
 from blocklab.cli import main
@@ -25,12 +26,12 @@ REPORTS = Reports(METRICS, GRADIENTS)
 
 
 def verdict(claim) -> bool:
-    return claim.check(REPORTS)[0]
+    return claim.check(REPORTS).ok
 
 
 def test_expressions_read_runs_seed_means_baselines_and_gradients():
     assert evaluate('loss("norm_order/pre/seed0")', REPORTS) == 2.13
-    assert evaluate('mean("norm_order/pre")', REPORTS) == pytest.approx(2.14)
+    assert evaluate('mean("norm_order/pre")', REPORTS).estimate().mean == pytest.approx(2.14)
     assert evaluate('seeds("norm_order/post", "val_loss")', REPORTS) == [3.4, 3.4]
     assert evaluate('baseline("unigram") - 0.5', REPORTS) == pytest.approx(2.8)
     assert evaluate('grad("pre/with", 4) / grad("pre/without", 4)', REPORTS) == pytest.approx(0.044 / 0.0051)
@@ -44,50 +45,50 @@ def test_an_expression_may_not_call_anything_else():
 
 @pytest.mark.parametrize("expected, holds", [(2.13, True), (2.125, True), (2.15, False)])
 def test_within_tolerance(expected, holds):
-    claim = Within(id="a", claim="", rule="within", value='loss("norm_order/pre/seed0")', expected=expected,
+    claim = Within(id="a", claim="", kind="finding", rule="within", value='loss("norm_order/pre/seed0")', expected=expected,
                    tolerance=0.01)
     assert verdict(claim) is holds
 
 
 def test_within_applies_to_every_seed():
-    every_seed = dict(id="a", claim="", rule="within", value='seeds("norm_order/post")', expected='baseline("unigram")')
+    every_seed = dict(id="a", claim="", kind="finding", rule="within", value='seeds("norm_order/post")', expected='baseline("unigram")')
     assert verdict(Within(**every_seed, tolerance=0.05))
     assert not verdict(Within(**every_seed, tolerance=0.005))
 
 
 def test_within_relative_tolerance():
-    assert verdict(Within(id="a", claim="", rule="within", value='grad("pre/with", 1)', expected=0.0333,
+    assert verdict(Within(id="a", claim="", kind="finding", rule="within", value='grad("pre/with", 1)', expected=0.0333,
                           tolerance=0.01, relative=True))
-    assert not verdict(Within(id="a", claim="", rule="within", value='grad("pre/with", 1)', expected=0.0340,
+    assert not verdict(Within(id="a", claim="", kind="finding", rule="within", value='grad("pre/with", 1)', expected=0.0340,
                               tolerance=0.01, relative=True))
 
 
 def test_relation_between_runs():
-    holds = Compare(id="a", claim="", rule="compare", left='seeds("norm_order/pre")', op="<=",
+    holds = Compare(id="a", claim="", kind="finding", rule="compare", left='seeds("norm_order/pre")', op="<=",
                     right='baseline("unigram") - 0.5')
-    fails = Compare(id="a", claim="", rule="compare", left='seeds("norm_order/post")', op="<=",
+    fails = Compare(id="a", claim="", kind="finding", rule="compare", left='seeds("norm_order/post")', op="<=",
                     right='baseline("unigram") - 0.5')
     assert verdict(holds) and not verdict(fails)
 
 
 def test_monotone_trend():
-    assert verdict(Monotone(id="a", claim="", rule="monotone", values='grads("pre/with")', direction="increasing"))
-    assert not verdict(Monotone(id="a", claim="", rule="monotone", values='grads("pre/with")', direction="decreasing"))
+    assert verdict(Monotone(id="a", claim="", kind="finding", rule="monotone", values='grads("pre/with")', direction="increasing"))
+    assert not verdict(Monotone(id="a", claim="", kind="finding", rule="monotone", values='grads("pre/with")', direction="decreasing"))
     bumpy = Reports(METRICS, {"pre/with": {"1": 0.03, "4": 0.05, "12": 0.04}})
-    assert not Monotone(id="a", claim="", rule="monotone", values='grads("pre/with")',
-                        direction="increasing").check(bumpy)[0]
+    assert not Monotone(id="a", claim="", kind="finding", rule="monotone", values='grads("pre/with")',
+                        direction="increasing").check(bumpy).ok
 
 
 def test_exact_count():
-    assert verdict(Exact(id="a", claim="", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
+    assert verdict(Exact(id="a", claim="", kind="finding", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
                          expected=310465))
-    assert not verdict(Exact(id="a", claim="", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
+    assert not verdict(Exact(id="a", claim="", kind="finding", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
                              expected=310466))
 
 
 def test_spread_within_a_factor():
-    assert verdict(Spread(id="a", claim="", rule="spread", values='grads("pre/without")', max_ratio=1.5))
-    assert not verdict(Spread(id="a", claim="", rule="spread", values='grads("pre/with")', max_ratio=1.5))
+    assert verdict(Spread(id="a", claim="", kind="finding", rule="spread", values='grads("pre/without")', max_ratio=1.5))
+    assert not verdict(Spread(id="a", claim="", kind="finding", rule="spread", values='grads("pre/with")', max_ratio=1.5))
 
 
 def test_std_is_the_seed_standard_deviation_and_needs_two_seeds():
@@ -101,24 +102,23 @@ WITH_A_DIVERGED_RUN = Reports({**METRICS, "runs": {**METRICS["runs"], "norm_orde
 
 
 @pytest.mark.parametrize("claim", [
-    Within(id="a", claim="", rule="within", value='mean("norm_order/pre", "val_loss")', expected=2.2, tolerance=1),
-    Within(id="a", claim="", rule="within", value='seeds("norm_order/pre")', expected=2.2, tolerance=1),
-    Within(id="a", claim="", rule="within", value=2.2, expected='loss("norm_order/pre/seed1")', tolerance=1),
-    Compare(id="a", claim="", rule="compare", left='abs(-loss("norm_order/pre/seed1"))', op="<", right=9),
-    Monotone(id="a", claim="", rule="monotone", values=['loss("norm_order/pre/seed0")', 'loss("norm_order/pre/seed1")'],
+    Within(id="a", claim="", kind="finding", rule="within", value='mean("norm_order/pre", "val_loss")', expected=2.2, tolerance=1),
+    Within(id="a", claim="", kind="finding", rule="within", value='seeds("norm_order/pre")', expected=2.2, tolerance=1),
+    Within(id="a", claim="", kind="finding", rule="within", value=2.2, expected='loss("norm_order/pre/seed1")', tolerance=1),
+    Compare(id="a", claim="", kind="finding", rule="compare", left='abs(-loss("norm_order/pre/seed1"))', op="<", right=9),
+    Monotone(id="a", claim="", kind="finding", rule="monotone", values=['loss("norm_order/pre/seed0")', 'loss("norm_order/pre/seed1")'],
              direction="increasing"),
-    Exact(id="a", claim="", rule="exact", value='loss("norm_order/pre/seed1")', expected=2.2),
-    Spread(id="a", claim="", rule="spread", values='seeds("norm_order/pre")', max_ratio=9),
+    Exact(id="a", claim="", kind="finding", rule="exact", value='loss("norm_order/pre/seed1")', expected=2.2),
+    Spread(id="a", claim="", kind="finding", rule="spread", values='seeds("norm_order/pre")', max_ratio=9),
 ], ids=["within-mean", "within-seeds", "within-expected", "compare", "monotone", "exact", "spread"])
 def test_a_claim_over_a_value_a_run_did_not_record_fails_and_does_not_raise(claim):
-    ok, measured, _ = claim.check(WITH_A_DIVERGED_RUN)
-    assert ok is False
+    assert claim.check(WITH_A_DIVERGED_RUN).verdict == "fails"
     verdicts = check_claims([claim], WITH_A_DIVERGED_RUN)
-    assert failing_in_words([claim], verdicts)[0].startswith("a: ")
+    assert failing_in_words([claim], verdicts)[0].startswith("[fails] a: ")
 
 
 def test_a_missing_run_is_an_error_naming_the_run_not_a_failed_claim():
-    claim = Within(id="a", claim="", rule="within", value='loss("norm_order/gone/seed0")', expected=1, tolerance=1)
+    claim = Within(id="a", claim="", kind="finding", rule="within", value='loss("norm_order/gone/seed0")', expected=1, tolerance=1)
     with pytest.raises(MissingResult, match="run 'norm_order/gone/seed0' is not in reports/metrics.json"):
         check_claims([claim], REPORTS)
 
@@ -137,12 +137,14 @@ def write_reports(tmp_path, metrics, gradients=GRADIENTS):
         "claims:\n"
         "  - id: post_collapses\n"
         "    claim: Post-norm collapses on every seed.\n"
+        "    kind: finding\n"
         "    rule: within\n"
         "    value: seeds(\"norm_order/post\")\n"
         "    expected: baseline(\"unigram\")\n"
         "    tolerance: 0.05\n"
         "  - id: pre_learns\n"
         "    claim: Pre-norm learns.\n"
+        "    kind: finding\n"
         "    rule: compare\n"
         "    left: mean(\"norm_order/pre\")\n"
         "    op: \"<\"\n"
@@ -155,9 +157,13 @@ def write_reports(tmp_path, metrics, gradients=GRADIENTS):
 def test_check_passes_and_writes_the_verdicts(tmp_path):
     result = CliRunner().invoke(main, ["check", *write_reports(tmp_path, METRICS)])
     assert result.exit_code == 0, result.output
-    assert "2 of 2 claims hold" in result.output
+    assert "2 of 2 findings hold; 0 of 0 checks exact" in result.output
     written = json.loads((tmp_path / "claims.json").read_text())
-    assert written["post_collapses"] == {"ok": True, "measured": [3.31, 3.29], "expected": "3.3 ± 0.05"}
+    assert written["post_collapses"] == {"ok": True, "measured": [3.31, 3.29], "expected": "3.3 ± 0.05",
+                                         "verdict": "holds", "kind": "finding", "interval": None, "statistic": None,
+                                         "seeds_needed": None, "note": None, "known_to_fail": False}
+    lo, hi = written["pre_learns"]["interval"]  # mean of 2.13, 2.15 minus 3, with t(0.975, 1) = 12.7
+    assert (lo, hi) == pytest.approx((2.14 - 3 - 12.706 * 0.01, 2.14 - 3 + 12.706 * 0.01), abs=1e-3)
     assert list(written) == ["post_collapses", "pre_learns"]  # in the claims file's order
     assert "do not hold" not in result.output
 
@@ -168,12 +174,13 @@ def test_a_failing_claim_is_recorded_listed_first_in_words_and_exits_0(tmp_path)
     result = CliRunner().invoke(main, ["check", *write_reports(tmp_path, broken)])
     assert result.exit_code == 0, result.output
     first_lines = result.output.splitlines()[:2]
-    assert first_lines[0] == "1 of 2 claims do not hold:"
-    assert first_lines[1] == ("  - post_collapses: Post-norm collapses on every seed. Measured [3.31, 2.2], "
+    assert first_lines[0] == "1 claims fail or are inconclusive:"
+    assert first_lines[1] == ("  - [fails] post_collapses: Post-norm collapses on every seed. Measured [3.31, 2.2], "
                               "expected 3.3 ± 0.05.")
-    assert "1 of 2 claims hold" in result.output
+    assert "1 of 2 findings hold, 1 fail; 0 of 0 checks exact" in result.output
     assert json.loads((tmp_path / "claims.json").read_text())["post_collapses"]["ok"] is False
-    assert json.loads((tmp_path / "claims_count.json").read_text()) == {"claims_hold": 1, "claims_total": 2}
+    assert json.loads((tmp_path / "claims_count.json").read_text()) == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 1, "findings_not_comparable": 0,
+        "findings_total": 2, "checks_exact": 0, "checks_total": 0}
 
 
 def test_check_strict_exits_1_when_a_claim_fails_and_0_when_all_hold(tmp_path):
@@ -201,13 +208,14 @@ def test_a_malformed_expression_in_the_claims_file_is_a_broken_pipeline_exit_2_n
 
 
 def test_the_summary_lists_the_failing_claims_first_in_words():
-    claims = [Within(id="post_collapses", claim="Post-norm collapses.", rule="within", value='seeds("norm_order/post")',
+    claims = [Within(id="post_collapses", claim="Post-norm collapses.", kind="finding", rule="within", value='seeds("norm_order/post")',
                      expected='baseline("unigram")', tolerance=0.05),
-              Compare(id="pre_learns", claim="Pre-norm learns.", rule="compare", left='mean("norm_order/pre")', op="<",
+              Compare(id="pre_learns", claim="Pre-norm learns.", kind="finding", rule="compare", left='mean("norm_order/pre")', op="<",
                       right=1)]
     text = verdicts_markdown(claims, check_claims(claims, REPORTS))
-    assert text.startswith("## Claims: 1 of 2 hold\n")
-    assert text.index("- pre_learns: Pre-norm learns. Measured 2.14, expected < 1.") < text.index("| post_collapses")
+    assert text.startswith("## Claims: 1 of 2 findings hold, 1 fail; 0 of 0 checks exact\n")
+    assert text.index("- [fails] pre_learns: Pre-norm learns. Measured 2.14, expected < 1; interval of left - right") \
+        < text.index("| post_collapses")
 
 
 def test_check_with_a_run_missing_is_an_error_exit_2_naming_the_run(tmp_path):
@@ -234,10 +242,11 @@ def test_a_failing_claim_marked_known_to_fail_is_recorded_and_passes_strict_an_u
     marked = CliRunner().invoke(main, ["check", "--strict", *marked_reports(tmp_path, broken, mark_post=True)])
     assert marked.exit_code == 0, marked.output
     assert marked.output.startswith("1 claims marked known_to_fail do not hold, as expected:\n"
-                                    "  - post_collapses: Post-norm collapses on every seed.")
+                                    "  - [fails] post_collapses: Post-norm collapses on every seed.")
     assert "Known to fail: measured 2.2 on seed 1 (why)" in marked.output
     assert json.loads((tmp_path / "claims.json").read_text())["post_collapses"]["ok"] is False
-    assert json.loads((tmp_path / "claims_count.json").read_text()) == {"claims_hold": 1, "claims_total": 2}
+    assert json.loads((tmp_path / "claims_count.json").read_text()) == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 1, "findings_not_comparable": 0,
+        "findings_total": 2, "checks_exact": 0, "checks_total": 0}
     unmarked = CliRunner().invoke(main, ["check", "--strict", *marked_reports(tmp_path, broken, mark_post=False)])
     assert unmarked.exit_code == 1
 
@@ -256,3 +265,63 @@ def test_every_claim_marked_known_to_fail_is_listed_in_the_readme_with_its_reaso
     for claim in load_claims(ROOT / "claims.yaml"):
         if claim.known_to_fail:
             assert claim.id in readme and claim.known_to_fail in readme, claim.id
+
+
+NOISY = {"baselines": METRICS["baselines"], "runs": {
+    **{f"a/x/seed{s}": {"train_loss_last25": v} for s, v in enumerate([2.20, 2.30, 2.10])},
+    **{f"a/y/seed{s}": {"train_loss_last25": v} for s, v in enumerate([2.15, 2.23, 2.08])}}}
+
+
+def test_a_comparison_whose_interval_straddles_zero_is_inconclusive_and_says_how_many_seeds_would_decide_it():
+    claim = Compare(id="a", claim="", kind="finding", rule="compare", left='mean("a/y")', op="<", right='mean("a/x")')
+    found = claim.check(Reports(NOISY, {}))
+    assert found.verdict == "inconclusive" and found.seeds_needed and found.seeds_needed > 3
+    lo, hi = found.interval
+    assert lo < 0 < hi and found.statistic == "paired t, 3 seeds, 95% interval"
+
+
+def test_within_is_an_equivalence_test_a_wide_interval_is_not_equivalence():
+    close_but_noisy = Within(id="a", claim="", kind="finding", rule="within", value='mean("a/x")', expected=2.2,
+                             tolerance=0.05)
+    assert close_but_noisy.check(Reports(NOISY, {})).verdict == "inconclusive"  # mean on target, 90% interval +-0.17
+    assert Within(**{**close_but_noisy.model_dump(), "tolerance": 0.2}).check(Reports(NOISY, {})).verdict == "holds"
+    far = Within(**{**close_but_noisy.model_dump(), "expected": 3.5})
+    assert far.check(Reports(NOISY, {})).verdict == "fails"
+
+
+def test_strict_fails_on_an_inconclusive_finding(tmp_path):
+    args = write_reports(tmp_path, NOISY)
+    (tmp_path / "claims.yaml").write_text(
+        "claims:\n  - id: y_lower\n    claim: y ends lower.\n    kind: finding\n    rule: compare\n"
+        "    left: mean(\"a/y\")\n    op: \"<\"\n    right: mean(\"a/x\")\n")
+    result = CliRunner().invoke(main, ["check", "--strict", *args])
+    assert result.exit_code == 1 and "[inconclusive] y_lower" in result.output
+    assert "0 of 1 findings hold, 1 inconclusive" in result.output
+
+
+REFERENCE = {"table_a": {"corpus": "aaaa", "figures": {"norm_order/pre/seed0": 2.13}},
+             "table_b": {"corpus": None, "figures": {"pre/with/1": 0.0333}}}
+
+
+@pytest.mark.parametrize("corpus, verdict", [("aaaa", "holds"), ("bbbb", "not comparable")])
+def test_a_claim_against_a_figure_published_on_another_corpus_is_not_comparable(corpus, verdict):
+    published = Within(id="a", claim="", kind="finding", rule="within", value='loss("norm_order/pre/seed0")',
+                       expected='published("table_a", "norm_order/pre/seed0")', tolerance=0.01)
+    probe = Within(id="b", claim="", kind="check", rule="within", value='grad("pre/with", 1)',
+                   expected='published("table_b", "pre/with/1")', tolerance=0.01, relative=True)
+    verdicts = check_claims([published, probe], Reports(METRICS, GRADIENTS, REFERENCE, corpus))
+    assert verdicts["a"]["verdict"] == verdict
+    assert verdicts["b"]["verdict"] == "holds"  # an untrained probe applies on any corpus
+    assert claims_count(verdicts)["findings_not_comparable"] == (verdict == "not comparable")
+    assert not failing_in_words([published, probe], verdicts)
+
+
+def test_findings_and_checks_are_counted_apart():
+    claims = [Exact(id="count", claim="", kind="check", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
+                    expected=310465),
+              Compare(id="learns", claim="", kind="finding", rule="compare", left='seeds("norm_order/pre")', op="<",
+                      right=3)]
+    count = claims_count(check_claims(claims, REPORTS))
+    assert count == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 0, "findings_not_comparable": 0,
+                     "findings_total": 1, "checks_exact": 1, "checks_total": 1}
+    assert count_in_words(count) == "1 of 1 findings hold; 1 of 1 checks exact"

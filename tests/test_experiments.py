@@ -11,7 +11,7 @@ import yaml
 from conftest import ROOT
 
 KNOB = "ablations.norm_order.train.lr=1e-05"  # so small that pre-norm learns nothing in 12 steps
-STATISTICS = {"val_loss_mean", "val_loss_std", "train_loss_mean", "train_loss_std", "collapsed", "diverged"}
+STATISTICS = {"val_loss_mean", "val_loss_ci95", "train_loss_mean", "train_loss_ci95", "collapsed", "diverged"}
 
 
 @pytest.fixture(scope="module")
@@ -30,17 +30,19 @@ def test_an_experiment_that_breaks_a_claim_exits_0_reruns_only_its_stages_and_re
     variants = project.params["ablations"]["norm_order"]["variants"]
     assert sorted(ran) == sorted([f"train_norm_order@{v}" for v in variants] +
                                  ["evaluate", "check", "samples", "report", "track"])
-    assert "1 of 3 claims do not hold:" in result.stdout
+    assert "1 claims fail or are inconclusive:" in result.stdout
     listed = json.loads(project.run("dvc", "exp", "show", "--json").stdout)
     assert name in json.dumps(listed)
     verdicts = json.loads((project.root / "reports" / "claims.json").read_text())
     assert verdicts["pre_norm_learns"]["ok"] is False and verdicts["uniform_is_ln_v"]["ok"] is True
     assert json.loads((project.root / "reports" / "claims_count.json").read_text()) == {
-        "claims_hold": 2, "claims_total": 3}
+        "findings_hold": 0, "findings_inconclusive": 0, "findings_fail": 1, "findings_not_comparable": 0,
+        "findings_total": 1, "checks_exact": 2, "checks_total": 2}
     summary = (project.root / "reports" / "summary.md").read_text()
-    assert summary.index("**Do not hold (1):**\n\n- pre_norm_learns: Pre-norm ends below") < summary.index("## norm_order")
+    assert summary.index("**Fail or are inconclusive (1):**\n\n- [fails] pre_norm_learns: Pre-norm ends below") \
+        < summary.index("## norm_order")
     strict = project.run("blocklab", "check", "--strict", check=False)
-    assert strict.returncode == 1 and strict.stdout.startswith("1 of 3 claims do not hold:")
+    assert strict.returncode == 1 and strict.stdout.startswith("1 claims fail or are inconclusive:")
 
 
 def _exp_show(project, *flags) -> list[str]:
@@ -54,13 +56,13 @@ def test_dvc_exp_show_lists_at_most_six_metric_columns_per_variant_and_the_claim
     metric_columns = [c for c in columns if c.split(".")[0] in variants]
     for variant, seeds in variants.items():
         shown = {c.split(".", 1)[1] for c in metric_columns if c.split(".")[0] == variant}
-        # one seed has no standard deviation: DVC leaves out a null
-        assert shown == (STATISTICS if len(seeds) > 1 else STATISTICS - {"val_loss_std", "train_loss_std"}), variant
-    assert {"claims_hold", "claims_total"} <= set(columns)
+        # one seed has no interval: DVC leaves out a null
+        assert shown == (STATISTICS if len(seeds) > 1 else STATISTICS - {"val_loss_ci95", "train_loss_ci95"}), variant
+    assert {"findings_hold", "findings_total", "checks_exact", "checks_total"} <= set(columns)
     # The lesson's eight ablations, at six columns per variant: at most 190 metric columns (there were ~1,100).
     default = yaml.safe_load((ROOT / "params.yaml").read_text())["ablations"]
     lesson = ["norm_order", "residual", "warmup", "residual_depth", "ffn_mult", "ffn_matched", "depth", "activation"]
-    assert sum(len(default[a]["variants"]) for a in lesson) * len(STATISTICS) + 2 <= 190
+    assert sum(len(default[a]["variants"]) for a in lesson) * len(STATISTICS) + 7 <= 190
 
 
 def test_dvc_exp_show_only_changed_fits_in_40_columns_after_one_knob(experiment):
@@ -78,7 +80,7 @@ def test_dvc_metrics_diff_lists_the_changed_variants_means(experiment):
     assert "norm_order/pre.val_loss_mean" in changed and "norm_order/post.train_loss_mean" in changed
     assert all(key.startswith("norm_order/") for key in changed), sorted(changed)
     assert changed["norm_order/pre.val_loss_mean"]["new"] > changed["norm_order/pre.val_loss_mean"]["old"]
-    assert diff["reports/claims_count.json"]["claims_hold"] == {"old": 3, "new": 2, "diff": -1}
+    assert diff["reports/claims_count.json"]["findings_hold"] == {"old": 1, "new": 0, "diff": -1}
 
 
 def test_dvc_plots_diff_draws_both_revisions_loss_curves_in_one_page(experiment, tmp_path):

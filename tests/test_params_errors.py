@@ -27,6 +27,9 @@ def with_change(dotted: str, value) -> dict:
 
 
 MISTAKES = {
+    "a post-norm gradient probe": (
+        "gradients.norms", ["pre", "post"],
+        r"'gradients.norms' = \['pre', 'post'\]: .*the gradient probe measures pre-norm stacks only.*use norms: \[pre\]"),
     "heads not dividing the width": (
         "defaults.model.n_heads", 5, r"n_heads=5 must divide d_model=64"),
     "zero steps": (

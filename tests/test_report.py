@@ -1,9 +1,11 @@
 import pandas as pd
 import pytest
+from scipy import stats
 
 from blocklab.config import load_params
 from blocklab.model import TinyLM, parameter_counts
-from blocklab.report import finding
+from blocklab.reference import load_reference
+from blocklab.report import finding, gradient_section, variant_table
 
 from conftest import ROOT
 
@@ -58,3 +60,29 @@ def test_the_finding_names_the_best_the_worst_and_the_collapsed_from_the_numbers
 
 def test_the_finding_says_when_nothing_collapsed():
     assert "No run collapsed" in finding(runs(a=[2.0], b=[2.5]), {"unigram": 3.3}, [])
+
+
+def _norm_order_runs() -> pd.DataFrame:
+    frame = runs(**{"post-norm": [3.34, 3.32], "pre-norm": [2.13, 2.15]})
+    frame["variant"] = frame["label"].map({"post-norm": "post", "pre-norm": "pre"})
+    frame["max_grad_norm"] = 1.0
+    return frame
+
+
+def test_the_variant_table_prints_mean_and_interval_and_table_a_only_on_its_corpus():
+    params = load_params(ROOT / "params.yaml")
+    reference = load_reference(ROOT / "reference.yaml")
+    here = variant_table(_norm_order_runs(), reference, "norm_order", {"unigram": 3.3}, params.data.sha256)
+    assert "| published" in here and "3.341 (seed 0), 3.317 (seed 1)" in here
+    half = stats.t.ppf(0.975, 1) * stats.sem([2.13, 2.15])
+    assert f"2.140 ± {half:.3f} (2 seeds)" in here
+    elsewhere = variant_table(_norm_order_runs(), reference, "norm_order", {"unigram": 3.3}, "0" * 64)
+    assert "published" not in elsewhere and "3.341" not in elsewhere
+
+
+def test_the_gradient_section_prints_table_b_beside_ours_and_says_why_post_norm_is_not_probed():
+    reference = load_reference(ROOT / "reference.yaml")
+    text = gradient_section({"pre/with": {"1": 0.0333, "4": 0.044}, "pre/without": {"1": 0.0044, "4": 0.0051}},
+                            reference, "figures/gradients.png")
+    assert "0.0333 (0.0333)" in text and "0.0051 (0.00511)" in text
+    assert "Post-norm stacks are not probed" in text

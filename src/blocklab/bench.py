@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from blocklab.config import ModelConfig, RunSpec
+from blocklab.config import ModelConfig, Params, RunSpec
 from blocklab.data import Corpus
 from blocklab.step_kernels import kernel_seconds, record_step
 from blocklab.runner import THREADS, train_seeds
@@ -234,6 +234,37 @@ def pipeline_overhead(timings_file: Path, echo=print) -> dict:
     noop = time.perf_counter() - started
     return {"wall_seconds": wall, "training_seconds": training, "overhead_share": 1 - training / wall,
             "noop_repro_seconds": noop, "stages": len(by_variant)}
+
+
+def plan_cost(old: Params, new: Params, corpus: Corpus, timings_file: Path, echo=print) -> dict:
+    """What a change of plan costs in training time, old plan against new in the same run.
+
+    Every variant whose resolved settings (seeds included) differ between `old` and `new` is trained under
+    both, as its stage trains it, old and new alternating so that the machine's drift falls on both. The
+    variants both plans share cost the same under either: their training time is read from this
+    checkout's `timings_file` (a stage's time is its slowest seed's)."""
+    old_specs = {(s.ablation, s.variant): s for s in old.specs()}
+    changed, shared = [], []
+    for spec in new.specs():
+        before = old_specs.get((spec.ablation, spec.variant))
+        (shared if before == spec else changed).append((before, spec))
+    timings = json.loads(Path(timings_file).read_text())
+    by_variant: dict[str, float] = {}
+    for key, timing in timings.items():
+        variant = key.rsplit("/", 1)[0]
+        by_variant[variant] = max(by_variant.get(variant, 0.0), timing["seconds"])
+    shared_seconds = sum(by_variant[f"{s.ablation}/{s.variant}"] for _, s in shared)
+    old_seconds = new_seconds = 0.0
+    for before, spec in changed:
+        if before is not None:
+            old_seconds += trainer_as_the_stage_runs_it(before, corpus)[0]
+        new_seconds += trainer_as_the_stage_runs_it(spec, corpus)[0]
+        echo(f"{spec.ablation}/{spec.variant}: seeds {len(before.seeds) if before else 0} -> {len(spec.seeds)}, "
+             f"old {old_seconds:.1f} s, new {new_seconds:.1f} s so far")
+    return {"changed_variants": len(changed), "shared_variants": len(shared), "shared_seconds": shared_seconds,
+            "changed_old_seconds": old_seconds, "changed_new_seconds": new_seconds,
+            "old_seconds": shared_seconds + old_seconds, "new_seconds": shared_seconds + new_seconds,
+            "ratio": (shared_seconds + new_seconds) / (shared_seconds + old_seconds)}
 
 
 # A sweep that re-trains two one-seed stages per experiment (the residual ablation, 200 steps each) over a

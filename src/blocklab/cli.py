@@ -44,11 +44,14 @@ def show_params(params_file: str) -> None:
 @click.option("--pipeline", is_flag=True, help="Also force a full `dvc repro` and measure the pipeline's overhead.")
 @click.option("--queue", is_flag=True,
               help="Also time a small sweep through `dvc exp run --queue` with `dvc queue start -j 1` and `-j 2`.")
+@click.option("--plan-against", "old_params", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Also compare the training time of this params file's plan with --params's: the variants that "
+                   "differ train under both, alternating (e.g. --plan-against <(git show HEAD~1:params.yaml)).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @reports_errors
 def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, rounding: bool, pipeline: bool,
-          queue: bool, json_out: str | None, params_file: str) -> None:
+          queue: bool, old_params: str | None, json_out: str | None, params_file: str) -> None:
     """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s, and the
     ceiling on the ratio for bitwise-equal results (one step's kernels at one thread, by kind); with
     --rounding, --pipeline and --queue, how far rounding alone moves results, the pipeline's overhead and a
@@ -73,6 +76,16 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
         click.echo(f"\nqueued sweep over {param} = {', '.join(values)}")
         sweep = figures["queue"] = queue_speedup(param, values, echo=click.echo)
         click.echo(f"dvc queue start -j 2 vs -j 1: {sweep['speedup']:.2f}x")
+    if old_params:
+        from blocklab.bench import plan_cost
+        from blocklab.data import load_corpus
+
+        click.echo(f"\ntraining time of the plan in {params_file} against {old_params}")
+        cost = figures["plan"] = plan_cost(load_params(old_params), load_params(params_file), load_corpus(encoded),
+                                           Path("reports/timings.json"), echo=click.echo)
+        click.echo(f"{cost['changed_variants']} variants differ: {cost['changed_old_seconds']:.0f} s -> "
+                   f"{cost['changed_new_seconds']:.0f} s; {cost['shared_variants']} shared: {cost['shared_seconds']:.0f} s; "
+                   f"whole plan {cost['old_seconds']:.0f} s -> {cost['new_seconds']:.0f} s = {cost['ratio']:.2f}x")
     if json_out:
         Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
 
@@ -149,29 +162,44 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
               type=click.Path(dir_okay=False), help="Metrics written by the `evaluate` stage.")
 @click.option("--gradients", "gradients_file", default="reports/gradients.json", show_default=True,
               type=click.Path(dir_okay=False), help="Written by the `gradients` stage.")
+@click.option("--reference", "reference_file", default="reference.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="The published figures, with the corpus each was published on.")
+@click.option("--params", "params_file", default="params.yaml", show_default=True, type=click.Path(dir_okay=False),
+              help="Parameters file (its data.sha256 names the corpus this run trained on).")
 @click.option("--out", default="reports/claims.json", show_default=True, type=click.Path(dir_okay=False),
               help="Where to write the verdicts.")
 @click.option("--count-out", default=None, type=click.Path(dir_okay=False),
-              help="Where to write how many claims hold, a DVC metric  [default: claims_count.json beside --out]")
+              help="Where to write how many findings hold and checks are exact, a DVC metric  "
+                   "[default: claims_count.json beside --out]")
 @click.option("--strict", is_flag=True,
-              help="Exit 1 when a claim not marked known_to_fail fails (CI checks the defaults this way).")
+              help="Exit 1 when a claim not marked known_to_fail fails or is inconclusive (CI checks the defaults "
+                   "this way).")
 @reports_errors
-def check(claims_file: str, metrics_file: str, gradients_file: str, out: str, count_out: str | None,
-          strict: bool) -> None:
-    """Verify every published finding against this run's reports and record the verdicts.
+def check(claims_file: str, metrics_file: str, gradients_file: str, reference_file: str, params_file: str, out: str,
+          count_out: str | None, strict: bool) -> None:
+    """Verify every finding and check against this run's reports and record the verdicts.
+
+    A finding depends on training results: over seed means it holds when its whole 95% interval lies on
+    the claimed side (paired by seed where variants share their seeds; a tolerance is an equivalence
+    test), fails when the interval lies wholly on the other side, and is inconclusive otherwise, with
+    about how many seeds would decide it. A check is deterministic arithmetic or an untrained probe. A
+    claim that reads a figure published on another corpus is not comparable, and counts for nothing.
 
     A claim that fails is a finding, not a broken pipeline: it is listed first, in words, and the
     command exits 0 unless --strict. A claim marked `known_to_fail` (it does not reproduce here, and
     the mark says why) is listed apart and never fails --strict; one that holds again is reported.
-    Exit status: 0 the verdicts are recorded; 1 with --strict, an unmarked claim fails; 2 the reports
-    lack a run or value a claim needs, or the claims file is malformed (the pipeline is broken, which
-    says nothing about the findings)."""
+    Exit status: 0 the verdicts are recorded; 1 with --strict, an unmarked claim fails or is
+    inconclusive; 2 the reports lack a run or value a claim needs, or the claims file is malformed (the
+    pipeline is broken, which says nothing about the findings)."""
     import json
     import textwrap
 
     from blocklab.claims import (
-        MissingResult, Reports, check_claims, claims_count, failing_in_words, load_claims, marked_in_words,
+        MissingResult, Reports, check_claims, claims_count, count_in_words, failing_in_words, load_claims,
+        marked_in_words,
     )
+    from blocklab.config import load_params
+    from blocklab.reference import load_reference
     from blocklab.results import write_json
 
     def broken(message: str) -> click.ClickException:
@@ -181,6 +209,8 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, out: str, co
 
     try:
         claims = load_claims(claims_file)
+        reference = load_reference(reference_file)
+        corpus = load_params(params_file).data.sha256 if Path(params_file).exists() else None
     except BlocklabError as err:
         raise broken(str(err)) from None
     files = {}
@@ -189,19 +219,19 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, out: str, co
             raise broken(f"{path} does not exist: run `dvc repro` first")
         files[name] = json.loads(Path(path).read_text())
     try:
-        verdicts = check_claims(claims, Reports(files["metrics"], files["gradients"]))
+        verdicts = check_claims(claims, Reports(files["metrics"], files["gradients"], reference, corpus))
     except MissingResult as err:
         raise broken(f"cannot check the claims, the pipeline's reports are incomplete: {err}") from None
     except BlocklabError as err:  # an expression that cannot be evaluated: the claims file is malformed
         raise broken(str(err)) from None
-    write_json(Path(out), {k: {f: v[f] for f in ("ok", "measured", "expected")} for k, v in verdicts.items()},
+    write_json(Path(out), {k: {f: v for f, v in verdict.items() if f != "claim"} for k, verdict in verdicts.items()},
                sort_keys=False)
     count = claims_count(verdicts)
-    write_json(Path(count_out) if count_out else Path(out).with_name("claims_count.json"), count)
+    write_json(Path(count_out) if count_out else Path(out).with_name("claims_count.json"), count, sort_keys=False)
     failing = failing_in_words(claims, verdicts)
     known, now_hold = marked_in_words(claims, verdicts)
     for lines, heading, colour in (
-            (failing, f"{len(failing)} of {count['claims_total']} claims do not hold:", "red"),
+            (failing, f"{len(failing)} claims fail or are inconclusive:", "red"),
             (known, f"{len(known)} claims marked known_to_fail do not hold, as expected:", "yellow"),
             (now_hold, f"{len(now_hold)} claims marked known_to_fail now hold (remove the mark?):", "yellow")):
         if lines:
@@ -210,12 +240,17 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, out: str, co
                 click.echo(f"  - {line}")
             click.echo()
     width = max(len(k) for k in verdicts)
-    click.echo(f"{'id':<{width}}  {'verdict':<7}  {'measured':<28}  {'expected':<24}  claim")
+    styles = {"holds": {"fg": "green"}, "fails": {"fg": "red", "bold": True},
+              "inconclusive": {"fg": "yellow", "bold": True}, "not comparable": {"fg": "blue"}}
+    click.echo(f"{'id':<{width}}  {'kind':<7}  {'verdict':<14}  {'measured':<28}  {'expected':<24}  "
+               f"{'interval':<22}  claim")
     for cid, v in verdicts.items():
-        verdict = click.style("holds", fg="green") if v["ok"] else click.style("FAILS", fg="red", bold=True)
-        claim = textwrap.shorten(v["claim"], 90)
-        click.echo(f"{cid:<{width}}  {verdict:<7}  {str(v['measured']):<28.28}  {str(v['expected']):<24.24}  {claim}")
-    click.echo(f"\n{count['claims_hold']} of {count['claims_total']} claims hold; verdicts in {out}")
+        verdict = click.style(f"{v['verdict']:<14}", **styles[v["verdict"]])
+        interval = "" if v["interval"] is None else str(v["interval"])
+        claim = textwrap.shorten(v["claim"], 80)
+        click.echo(f"{cid:<{width}}  {v['kind']:<7}  {verdict}  {str(v['measured']):<28.28}  "
+                   f"{str(v['expected']):<24.24}  {interval:<22.22}  {claim}")
+    click.echo(f"\n{count_in_words(count)}; verdicts in {out}")
     if failing and strict:
         raise SystemExit(1)
 

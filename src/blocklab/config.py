@@ -181,8 +181,19 @@ class Ablation(_Strict):
 
 class GradientParams(_Strict):
     depths: list[PositiveInt] = Field([1, 4, 12, 24], min_length=1)
-    norms: list[Literal["pre", "post"]] = Field(["pre", "post"], min_length=1)
+    # Only pre-norm stacks: the probe's loss, mean(stack(x)^2), is blind to a post-norm stack, whose final
+    # unit-gain LayerNorm outputs mean square 1 whatever its input (its gradient measures only eps).
+    norms: list[str] = Field(["pre"], min_length=1)
     seed: NonNegativeInt = 0
+
+    @field_validator("norms")
+    @classmethod
+    def _pre_norm_only(cls, norms: list[str]) -> list[str]:
+        if any(norm != "pre" for norm in norms):
+            raise ValueError("the gradient probe measures pre-norm stacks only: its loss, mean(stack(x)^2), cannot "
+                             "see through a post-norm stack's final LayerNorm (mean square 1 whatever the input); "
+                             "use norms: [pre]")
+        return norms
 
 
 @dataclass(frozen=True)

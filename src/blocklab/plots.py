@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from blocklab.config import Ablation, load_params  # noqa: E402
+from blocklab.intervals import half_width  # noqa: E402
+from blocklab.reference import published  # noqa: E402
 from blocklab.report import curves_frame, plot_table, runs_frame  # noqa: E402
 
 SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
@@ -71,6 +73,10 @@ def final_losses(runs: pd.DataFrame, baselines: dict, title: str, path: Path) ->
         losses = runs.loc[runs["label"] == label, "train_loss_last25"]
         ax.barh(i, losses.mean(), color="C0", alpha=0.35)
         ax.scatter(losses, [i] * len(losses), color="C0", zorder=3, label="one seed" if i == 0 else None)
+        half = half_width(losses)
+        if half == half:  # two seeds or more
+            ax.errorbar(losses.mean(), i, xerr=half, fmt="none", ecolor="k", capsize=4,
+                        label="95% t interval of the seed mean" if i == 0 else None)
     ax.axvline(baselines["unigram"], color="0.35", ls="--", lw=1, label=f"unigram baseline, {baselines['unigram']:.3f}")
     ax.axvline(baselines["uniform"], color="0.6", ls=":", lw=1, label=f"uniform, ln V = {baselines['uniform']:.3f}")
     ax.set_yticks(range(len(labels)), labels)
@@ -138,19 +144,25 @@ def ladder(runs: pd.DataFrame, baselines: dict, published: dict[str, float], tit
     the lecture's figure marked where it gave one, the unigram baseline drawn."""
     field = "val_loss_batches" if "val_loss_batches" in runs else "val_loss"
     by_rung = runs.groupby("variant", sort=False).agg(label=("label", "first"), mean=(field, "mean"),
-                                                      low=(field, "min"), high=(field, "max"))
+                                                      half=(field, half_width), n=(field, "count"),
+                                                      low=(field, "min"))
     x = range(len(by_rung))
     fig, ax = plt.subplots(figsize=(9, 5))
     ax.bar(x, by_rung["mean"], color="C0", alpha=0.6, label="blocklab, seed mean")
-    ax.errorbar(x, by_rung["mean"], yerr=[by_rung["mean"] - by_rung["low"], by_rung["high"] - by_rung["mean"]],
-                fmt="none", ecolor="k", capsize=4, label="seed range")
+    ax.errorbar(x, by_rung["mean"], yerr=by_rung["half"].fillna(0), fmt="none", ecolor="k", capsize=4,
+                label=f"95% t interval of the mean ({by_rung['n'].min()}-{by_rung['n'].max()} seeds)"
+                if by_rung["n"].min() != by_rung["n"].max() else f"95% t interval of the mean ({by_rung['n'].min()} seeds)")
+    for i, (_, rung) in enumerate(by_rung.iterrows()):
+        seeds = runs.loc[runs["variant"] == rung.name, field]
+        ax.scatter([i] * len(seeds), seeds, color="0.3", s=8, zorder=3, label="one seed" if i == 0 else None)
     marked = [(i, published[v]) for i, v in enumerate(by_rung.index) if v in published]
     ax.scatter([i for i, _ in marked], [p for _, p in marked], marker="_", s=900, color="C3", zorder=3,
                linewidths=2.5, label="the lecture's figure")
     ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1,
                label=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
     ax.set_xticks(list(x), by_rung["label"], rotation=15, fontsize=8)
-    lows = min(by_rung["low"].min(), *(p for _, p in marked)) if marked else by_rung["low"].min()
+    lows = min(by_rung["low"].min(), (by_rung["mean"] - by_rung["half"].fillna(0)).min(),
+               *(p for _, p in marked))
     ax.set(title=title, ylabel=f"validation {LOSS_LABEL}", ylim=(lows - 0.15, baselines["unigram_val"] + 0.15))
     ax.legend(fontsize=8)
     return _save(fig, path)
@@ -170,8 +182,9 @@ def gradient_depths(table: dict, path: Path) -> Path:
 
 
 def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: pd.DataFrame, baselines: dict,
-                     out_dir: Path, reference: dict | None = None) -> dict[str, Path]:
-    """Every figure of one ablation: loss curves, gradient norms, final losses, and its extra kinds."""
+                     out_dir: Path, published: dict[str, float] | None = None) -> dict[str, Path]:
+    """Every figure of one ablation: loss curves, gradient norms, final losses, and its extra kinds;
+    `published` marks the lesson's figures by variant on the ladder (none on another corpus)."""
     title = textwrap.fill(ablation.description or name, TITLE_WIDTH)
     figures = {
         "loss": loss_curves(curves, baselines, title, out_dir / f"{name}_loss.png"),
@@ -185,7 +198,7 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
         "depth": lambda: loss_by_depth(runs, baselines, f"{name}: final loss vs depth", out_dir / f"{name}_depth.png"),
         "train_val": lambda: train_vs_validation(curves, baselines, f"{name}: training vs validation loss",
                                                  out_dir / f"{name}_train_val.png"),
-        "ladder": lambda: ladder(runs, baselines, (reference or {}).get(name, {}),
+        "ladder": lambda: ladder(runs, baselines, published or {},
                                  f"{name}: validation loss rung by rung", out_dir / f"{name}_ladder.png"),
     }
     for kind in ablation.figures:
@@ -201,8 +214,10 @@ def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: d
     params = load_params(params_file)
     curves = curves_frame(params, ablation, runs_dir)
     runs = runs_frame(params, ablation, metrics)
+    marks = {variant: value for variant in params.ablations[ablation].variants
+             if (value := published(reference or {}, ablation, variant, params.data.sha256)) is not None}
     drawn = ablation_figures(ablation, params.ablations[ablation], curves, runs, metrics["baselines"],
-                             reports_dir / "figures", reference)
+                             reports_dir / "figures", marks)
     tables_dir = reports_dir / "curves"
     tables_dir.mkdir(parents=True, exist_ok=True)
     plot_table(curves, "loss").to_csv(tables_dir / f"{ablation}_loss.csv", index=False)

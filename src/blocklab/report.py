@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from blocklab.config import Params, RunSpec
-from blocklab.reference import published_loss
+from blocklab.intervals import half_width
+from blocklab.reference import published, published_loss
 from blocklab.results import read_curve, read_metrics, read_timing, run_dir
 
 COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends this close to the unigram baseline
@@ -34,9 +35,10 @@ def collect(params: Params, runs_dir: Path, baselines: dict) -> tuple[dict, dict
 
 
 def variant_summary(params: Params, metrics: dict) -> dict[str, dict]:
-    """reports/variants.json, what `dvc exp show` lists: per `<ablation>/<variant>`, the seed mean and seed
-    standard deviation of the final validation loss and of `train_loss_last25`, and how many seeds
-    collapsed or diverged. A mean is over the seeds that recorded a value; a standard deviation needs two."""
+    """reports/variants.json, what `dvc exp show` lists: per `<ablation>/<variant>`, the seed mean of the
+    final validation loss and of `train_loss_last25` with the half-width of its 95% Student-t interval
+    (`_ci95`), and how many seeds collapsed or diverged. A mean is over the seeds that recorded a value;
+    an interval needs two."""
     summary = {}
     for spec in params.specs():
         runs = [metrics["runs"][spec.key(seed)] for seed in spec.seeds]
@@ -44,7 +46,7 @@ def variant_summary(params: Params, metrics: dict) -> dict[str, dict]:
         for field, name in (("val_loss", "val_loss"), ("train_loss_last25", "train_loss")):
             values = pd.Series([run[field] for run in runs], dtype=float).dropna()
             entry[f"{name}_mean"] = round(float(values.mean()), 6) if len(values) else None
-            entry[f"{name}_std"] = round(float(values.std(ddof=1)), 6) if len(values) > 1 else None
+            entry[f"{name}_ci95"] = round(half_width(values), 6) if len(values) > 1 else None
         entry["collapsed"] = sum(bool(run["collapsed"]) for run in runs)
         entry["diverged"] = sum(bool(run.get("diverged")) for run in runs)
         summary[f"{spec.ablation}/{spec.variant}"] = entry
@@ -83,27 +85,32 @@ def plot_table(curves: pd.DataFrame, column: str = "loss", smoothing: int = 10) 
     return wide[order].rolling(smoothing, min_periods=1).mean().reset_index()
 
 
-def _mean_std(values: pd.Series) -> str:
+def _mean_interval(values: pd.Series) -> str:
+    """`mean ± half-width (n seeds)`, the half-width of the mean's 95% Student-t interval."""
+    values = values.dropna()
+    if len(values) == 0:
+        return "–"
     if len(values) == 1:
-        return f"{values.iloc[0]:.3f}"
-    return f"{values.mean():.3f} ± {values.std(ddof=1):.3f}"
+        return f"{values.iloc[0]:.3f} (1 seed)"
+    return f"{values.mean():.3f} ± {half_width(values):.3f} ({len(values)} seeds)"
 
 
-def variant_table(runs: pd.DataFrame, reference: dict, ablation: str, baselines: dict) -> str:
+def variant_table(runs: pd.DataFrame, reference: dict, ablation: str, baselines: dict, corpus: str) -> str:
     rows = []
     for variant, group in runs.groupby("variant", sort=False):
-        published = [published_loss(reference, f"{ablation}/{variant}/seed{s}") for s in group["seed"]]
-        shown = [f"{p:.3f} (seed {s})" for p, s in zip(published, group["seed"]) if p is not None]
-        if variant in reference.get(ablation, {}):  # the lecture's ladder: one validation figure per rung
-            shown.append(f"{reference[ablation][variant]:.2f} (validation)")
+        by_seed = [published_loss(reference, f"{ablation}/{variant}/seed{s}", corpus) for s in group["seed"]]
+        shown = [f"{p:.3f} (seed {s})" for p, s in zip(by_seed, group["seed"]) if p is not None]
+        rung = published(reference, ablation, variant, corpus)  # the lecture's ladder: a validation figure per rung
+        if rung is not None:
+            shown.append(f"{rung:.2f} (validation)")
         collapsed = int(group["collapsed"].sum())
         rows.append({
             "variant": group["label"].iloc[0],
             "seeds": len(group),
-            "final train loss": _mean_std(group["train_loss_last25"]),
+            "final train loss": _mean_interval(group["train_loss_last25"]),
             "published": ", ".join(shown) or "–",
-            "val loss": _mean_std(group["val_loss"]),
-            **({"val loss, 200 random batches": _mean_std(group["val_loss_batches"])}
+            "val loss": _mean_interval(group["val_loss"]),
+            **({"val loss, 200 random batches": _mean_interval(group["val_loss_batches"])}
                if group.get("val_loss_batches") is not None and group["val_loss_batches"].notna().all() else {}),
             "parameters": f"{group['n_params'].iloc[0]:,}",
             "feed-forward share": f"{group['share_feed_forward'].iloc[0]:.0%}",
@@ -112,7 +119,10 @@ def variant_table(runs: pd.DataFrame, reference: dict, ablation: str, baselines:
             "diverged": ", ".join(f"seed {s} at step {d}" for s, d, x in
                                   zip(group["seed"], group["diverged_at_step"], group["diverged"]) if x) or "no",
         })
-    return pd.DataFrame(rows).to_markdown(index=False)
+    table = pd.DataFrame(rows)
+    if (table["published"] == "–").all():  # nothing published for this ablation on this corpus
+        table = table.drop(columns="published")
+    return table.to_markdown(index=False)
 
 
 def finding(runs: pd.DataFrame, baselines: dict, figures: list[str]) -> str:
@@ -164,14 +174,15 @@ def _setting(spec: RunSpec) -> str:
 
 
 def gradient_section(gradients: dict, reference: dict, figure: str) -> str:
-    published = reference.get("table_b", {})
+    """Table B: our input gradients beside the published ones (in parentheses; the probe is untrained, so
+    they apply on any corpus)."""
     depths = sorted({d for by_depth in gradients.values() for d in by_depth}, key=int)
     rows = []
     for key, by_depth in gradients.items():
         row = {"stack": key.replace("/", ", ") + " residuals"}
         for d in depths:
             value = by_depth.get(d)
-            pub = published.get(key, {}).get(int(d))
+            pub = published(reference, "table_b", f"{key}/{d}", None)
             row[f"{d} blocks"] = "–" if value is None else f"{value:.3g}" + (f" ({pub:.3g})" if pub else "")
         rows.append(row)
     table = pd.DataFrame(rows).to_markdown(index=False)
@@ -184,9 +195,11 @@ def gradient_section(gradients: dict, reference: dict, figure: str) -> str:
                     f"{depths[0]} block to {with_res[depths[-1]]:.3g} at {depths[-1]}; without them it stays "
                     f"between {lo:.3g} and {hi:.3g}, about {with_res[depths[-1]] / without[depths[-1]]:.0f}x smaller "
                     f"at {depths[-1]} blocks.")
-    return (f"## Gradient analysis\n\nThe norm of the gradient reaching a stack's input (loss = mean of the "
-            f"output squared; published table B in parentheses).\n\n{table}\n\n![input gradient vs depth]({figure})"
-            f"\n\n{sentence}\n")
+    return (f"## Gradient analysis\n\nThe norm of the gradient reaching the input of a stack of untrained pre-norm "
+            f"blocks (loss = mean of the output squared; the lesson's table B in parentheses). Post-norm stacks are "
+            f"not probed: they end in a unit-gain LayerNorm, whose output has mean square 1 whatever its input, so "
+            f"this loss's gradient through them measures only the norm's eps.\n\n{table}\n\n"
+            f"![input gradient vs depth]({figure})\n\n{sentence}\n")
 
 
 def samples_section(samples: dict, params: Params) -> str:
@@ -214,8 +227,8 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
         "# blocklab: what each ingredient of the block does\n",
         "Losses are cross-entropy in nats per character. A run is *collapsed* when its final training loss "
         f"(mean of the last 25 steps) is within {COLLAPSE_MARGIN} of the unigram baseline: it has learnt "
-        "the character frequencies and nothing more. Mean ± standard deviation over seeds; *published* is "
-        "the lesson's figure where there is one.\n",
+        "the character frequencies and nothing more. A loss over seeds is the seed mean ± the half-width of its "
+        "95% Student-t interval; *published* is the lesson's figure where there is one for this corpus.\n",
         "| baseline | loss |\n|---|---|\n"
         f"| unigram entropy (train) | {b['unigram']:.4f} |\n"
         f"| unigram cross-entropy (validation) | {b['unigram_val']:.4f} |\n"
@@ -229,7 +242,7 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
         images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures[name].items())
         parts.append(
             f"## {name}\n\n{ablation.description}\n\nSetting of the first variant, {spec.label}: {_setting(spec)}.\n\n"
-            f"{variant_table(runs, reference, name, b)}\n\n"
+            f"{variant_table(runs, reference, name, b, params.data.sha256)}\n\n"
             f"**Finding.** {finding(runs, b, list(ablation.figures))}\n\n{images}\n"
         )
     if gradients is not None:

@@ -1,0 +1,118 @@
+"""Every finding in claims.yaml can fail: made-up results that should make it hold, and others that should
+make it fail, for each one. A rule that holds whatever the numbers cannot pass here, and a new finding
+without made-up results of its own fails the coverage test."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from blocklab.claims import Reports, check_claims, load_claims
+from blocklab.config import load_params
+from blocklab.reference import load_reference
+
+from conftest import ROOT
+
+PARAMS = load_params(ROOT / "params.yaml")
+REFERENCE = load_reference(ROOT / "reference.yaml")
+CLAIMS = load_claims(ROOT / "claims.yaml")
+FINDINGS = {c.id: c for c in CLAIMS if c.kind == "finding"}
+UNIGRAM = 3.309
+FIELDS = ("train_loss_last25", "val_loss", "val_loss_batches")
+
+
+def around(mean: float, spread: float = 0.002):
+    """Seed values close to `mean` (a small, fixed spread): a decisive made-up result."""
+    return lambda n: [mean + spread * ((i % 3) - 1) for i in range(n)]
+
+
+def reports(overrides: dict) -> Reports:
+    """Every run params.yaml defines at a loss of 2.2, but the variants (or single runs) in `overrides`."""
+    runs = {}
+    for spec in PARAMS.specs():
+        values = overrides.get(f"{spec.ablation}/{spec.variant}", around(2.2))(len(spec.seeds))
+        for seed, value in zip(spec.seeds, values):
+            runs[spec.key(seed)] = {field: value for field in FIELDS}
+    for key, value in overrides.items():
+        if key.count("/") == 2:  # one run
+            runs[key] = {field: value for field in FIELDS}
+    metrics = {"baselines": {"unigram": UNIGRAM, "unigram_val": 3.35, "uniform": 4.174}, "runs": runs}
+    return Reports(metrics, {}, REFERENCE, PARAMS.data.sha256)
+
+
+def _ladder(rung: str) -> float:
+    return REFERENCE["ladder"]["figures"][rung]
+
+
+CASES: dict[str, tuple[dict, dict]] = {
+    "collapse.post_norm_without_warmup": ({"norm_order/post": around(UNIGRAM)}, {"norm_order/post": around(2.5)}),
+    "collapse.pre_escapes": ({"norm_order/pre": around(2.1)}, {"norm_order/pre": around(3.3)}),
+    "collapse.post_warmup_escapes": ({"norm_order/post_warmup": around(2.1)}, {"norm_order/post_warmup": around(3.0)}),
+    "collapse.post_warmup200_escapes": ({"norm_order/post_warmup200": around(2.1)},
+                                        {"norm_order/post_warmup200": around(3.0)}),
+    "residual.six_layers_without_sit_on_unigram": ({"residual/without/seed0": UNIGRAM},
+                                                   {"residual/without/seed0": 2.5}),
+    "residual.one_layer_nearly_the_same": ({"residual_depth/without_1": around(2.22)},
+                                           {"residual_depth/without_1": around(2.5)}),
+    "residual.four_layers_apart": ({"residual_depth/without_4": around(3.0)}, {"residual_depth/without_4": around(2.25)}),
+    "residual.gap_widens_with_depth": (
+        {"residual_depth/without_1": around(2.25), "residual_depth/without_4": around(2.5),
+         "residual_depth/without_6": around(2.8)},
+        {"residual_depth/without_1": around(2.25), "residual_depth/without_4": around(2.5),
+         "residual_depth/without_6": around(2.3)}),
+    "ffn.gain_is_sublinear": (
+        {"ffn_mult/x1": around(2.5), "ffn_mult/x2": around(2.4), "ffn_mult/x4": around(2.3), "ffn_mult/x8": around(2.2)},
+        {"ffn_mult/x1": around(2.5), "ffn_mult/x2": around(2.49), "ffn_mult/x4": around(2.3),
+         "ffn_mult/x8": around(2.2)}),
+    "ffn.matched_narrow_deep_wins": ({"ffn_matched/x2_5layers": around(2.2), "ffn_matched/x8_2layers": around(2.3)},
+                                     {"ffn_matched/x2_5layers": around(2.3), "ffn_matched/x8_2layers": around(2.2)}),
+    **{f"warmup.w{w}_rescues_post_norm": ({f"warmup/w{w}": around(2.2)}, {f"warmup/w{w}": around(3.3)})
+       for w in (50, 100, 200)},
+    "warmup.none_collapses": ({"warmup/w0": around(UNIGRAM)}, {"warmup/w0": around(2.5)}),
+    **{f"ladder.{rung}": ({f"ladder/{rung}": around(_ladder(rung))}, {f"ladder/{rung}": around(_ladder(rung) + 0.1)})
+       for rung in ("bigram", "one_head", "multi_head", "ffn", "residual", "layernorm")},
+    "ladder.three_blocks_no_gain": ({"ladder/blocks": around(2.3), "ladder/ffn": around(2.2)},
+                                    {"ladder/blocks": around(2.1), "ladder/ffn": around(2.2)}),
+    "ladder.first_rungs_each_lower": (
+        {"ladder/bigram": around(2.5), "ladder/one_head": around(2.4), "ladder/multi_head": around(2.3),
+         "ladder/ffn": around(2.2)},
+        {"ladder/bigram": around(2.5), "ladder/one_head": around(2.4), "ladder/multi_head": around(2.45),
+         "ladder/ffn": around(2.2)}),
+    "ladder.residual_then_norm_each_lower": (
+        {"ladder/blocks": around(2.3), "ladder/residual": around(2.1), "ladder/layernorm": around(2.05)},
+        {"ladder/blocks": around(2.3), "ladder/residual": around(2.1), "ladder/layernorm": around(2.2)}),
+    "ladder.layernorm_gain_slight": ({"ladder/residual": around(2.1), "ladder/layernorm": around(2.08)},
+                                     {"ladder/residual": around(2.1), "ladder/layernorm": around(1.9)}),
+    "norm_type.rmsnorm_as_good_as_layernorm": ({"norm_type/rmsnorm": around(2.205)}, {"norm_type/rmsnorm": around(2.3)}),
+    "ffn_type.swiglu_ends_lower": ({"ffn_type/swiglu": around(2.1)}, {"ffn_type/swiglu": around(2.3)}),
+    "residual_scheme.post_collapses_at_12_layers": ({"residual_scheme/post": around(UNIGRAM)},
+                                                    {"residual_scheme/post": around(2.5)}),
+    "residual_scheme.deepnorm_trains_without_warmup": ({"residual_scheme/deepnorm": around(2.2)},
+                                                       {"residual_scheme/deepnorm": around(3.3)}),
+    "residual_scheme.rezero_trains_without_warmup": ({"residual_scheme/rezero": around(2.2)},
+                                                     {"residual_scheme/rezero": around(3.3)}),
+}
+# Table A, per seed: the published figure holds, 0.02 off fails.
+for _key, _value in REFERENCE["table_a"]["figures"].items():
+    _ablation, _variant, _seed = _key.split("/")
+    CASES[f"table_a.{_ablation}.{_variant}.{_seed}"] = ({_key: _value}, {_key: _value + 0.02})
+
+
+def test_every_finding_has_made_up_results_that_make_it_hold_and_fail():
+    assert sorted(FINDINGS) == sorted(CASES), "give each finding a (holds, fails) case here"
+
+
+@pytest.mark.parametrize("finding", sorted(CASES))
+def test_a_finding_holds_on_results_that_satisfy_it_and_fails_on_results_that_break_it(finding):
+    holding, failing = CASES[finding]
+    claim = FINDINGS[finding]
+    assert check_claims([claim], reports(holding))[finding]["verdict"] == "holds"
+    assert check_claims([claim], reports(failing))[finding]["verdict"] == "fails"
+
+
+def test_no_check_reads_a_training_result_and_no_finding_is_deterministic():
+    """A check's quantities are counts or the untrained probe; a finding reads at least one loss."""
+    training = ("loss(", "mean(", "seeds(", '"val_loss', '"train_loss')
+    for claim in CLAIMS:
+        text = yaml.safe_dump(claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))
+        assert any(t in text for t in training) == (claim.kind == "finding"), claim.id
