@@ -75,8 +75,9 @@ def test_each_queue_benchmark_sweeps_new_values_that_change_no_result():
     assert all(int(v) > max(steps) for v in first + second)  # no run of that ablation is long enough to checkpoint
 
 
-def test_plan_cost_trains_only_the_variants_that_differ_and_reads_the_others_from_the_timings(tmp_path):
+def test_plan_cost_trains_what_differs_reads_what_is_shared_and_counts_a_copied_run_as_free(tmp_path):
     import json
+    from dataclasses import replace
 
     from blocklab.bench import plan_cost
 
@@ -87,12 +88,16 @@ def test_plan_cost_trains_only_the_variants_that_differ_and_reads_the_others_fro
         def specs(self):
             return list(self._specs)
 
-    same, more_seeds = _spec("pre", steps=12), _spec("post", seeds=(0, 1), steps=12)
+    same, fewer, more = _spec("pre", steps=12), _spec("post", steps=12), _spec("post", seeds=(0, 1), steps=12)
+    twin = replace(more, ablation="other")  # equal settings: the run store copies both its seeds
     timings = tmp_path / "timings.json"
-    timings.write_text(json.dumps({"bench/pre/seed0": {"seconds": 4.0}}))
+    timings.write_text(json.dumps({"bench/pre/seed0": {"seconds": 4.0}, "other/post/seed0": {"seconds": 3.0}}))
     seen = []
-    cost = plan_cost(Plan(same, _spec("post", steps=12)), Plan(same, more_seeds), _corpus(), timings, echo=seen.append)
-    assert cost["changed_variants"] == 1 and cost["shared_variants"] == 1 and cost["shared_seconds"] == 4.0
-    assert cost["changed_old_seconds"] > 0 and cost["changed_new_seconds"] > 0
+    cost = plan_cost(Plan(same, fewer, replace(fewer, ablation="other")), Plan(same, more, twin), _corpus(), timings,
+                     echo=seen.append)
+    rows = {row["variant"]: row for row in cost["variants"]}
+    assert rows["bench/pre"] == {"variant": "bench/pre", "old_seconds": 4.0, "new_seconds": 4.0, "seeds_copied": 0}
+    assert rows["bench/post"]["old_seconds"] > 0 and rows["bench/post"]["new_seconds"] > 0
+    assert rows["other/post"]["new_seconds"] == 0.0 and rows["other/post"]["seeds_copied"] == 2
     assert cost["ratio"] == cost["new_seconds"] / cost["old_seconds"]
-    assert seen and seen[0].startswith("bench/post: seeds 1 -> 2")
+    assert seen[0].startswith("bench/post: seeds 1 -> 2 (0 copied)")

@@ -325,3 +325,39 @@ def test_findings_and_checks_are_counted_apart():
     assert count == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 0, "findings_not_comparable": 0,
                      "findings_total": 1, "checks_exact": 1, "checks_total": 1}
     assert count_in_words(count) == "1 of 1 findings hold; 1 of 1 checks exact"
+
+
+def _curves(tmp_path, losses: dict[str, list[list[float]]]) -> Reports:
+    """Runs of variants `x/<name>` whose curve.csv has the training losses given, one list per seed."""
+    runs = {}
+    for name, per_seed in losses.items():
+        for seed, values in enumerate(per_seed):
+            folder = tmp_path / "runs" / "x" / name / f"seed{seed}"
+            folder.mkdir(parents=True)
+            rows = [f"{step},{loss},1.0,0.001,{'' if step % 2 else loss + 0.1}" for step, loss in enumerate(values, 1)]
+            (folder / "curve.csv").write_text("step,loss,grad_norm,lr,val_loss\n" + "\n".join(rows) + "\n")
+            runs[f"x/{name}/seed{seed}"] = {"train_loss_last25": values[-1]}
+    return Reports({"runs": runs}, {}, runs_dir=tmp_path / "runs")
+
+
+def test_window_and_at_read_a_curve_per_seed_and_pair_variants_by_seed(tmp_path):
+    reports = _curves(tmp_path, {"pre": [[3.0, 2.0, 1.0, 1.0], [3.2, 2.2, 1.2, 1.0]],
+                                 "post": [[3.5, 2.5, 1.1, 1.0], [3.6, 2.6, 1.3, 1.1]]})
+    assert evaluate('window("x/pre", 1, 2)', reports).values == pytest.approx({0: 2.5, 1: 2.7})
+    assert evaluate('at("x/pre", 2)', reports).values == pytest.approx({0: 2.1, 1: 2.3})  # val_loss at step 2
+    early = evaluate('window("x/post", 1, 2) - window("x/pre", 1, 2)', reports)
+    assert early.paired and early.values == pytest.approx({0: 0.5, 1: 0.4})
+    claim = Compare(id="a", claim="", kind="finding", rule="compare", op=">", right=0,
+                    left='window("x/post", 1, 2) - window("x/pre", 1, 2)')
+    assert claim.check(reports).verdict == "inconclusive"  # 0.5 and 0.4: two seeds, t(0.975, 1) = 12.7
+    three = _curves(tmp_path / "3", {"pre": [[3.0, 2.0], [3.2, 2.2], [3.1, 2.1]],
+                                     "post": [[3.5, 2.5], [3.6, 2.7], [3.6, 2.5]]})
+    assert claim.check(three).verdict == "holds"  # 0.5, 0.45, 0.45
+
+
+def test_a_curve_window_with_no_step_or_no_curve_is_a_broken_pipeline_not_a_verdict(tmp_path):
+    reports = _curves(tmp_path, {"pre": [[3.0, 2.0]]})
+    with pytest.raises(MissingResult, match="no 'loss' at the steps asked for"):
+        evaluate('window("x/pre", 10, 20)', reports)
+    with pytest.raises(MissingResult, match="has no curve"):
+        evaluate('window("x/pre", 1, 2)', Reports({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}))

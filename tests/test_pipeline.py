@@ -43,6 +43,8 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     # other tests' experiments may have broken a claim since the first repro
     assert count["findings_total"] == 1 and count["checks_total"] == 2
     assert f"## Claims: {count['findings_hold']} of 1 findings hold" in summary
+    # another corpus than the one table A and the ladder were published on: no published column
+    assert "| published" not in summary and "3.341 (seed 0)" not in summary
     curve = (small_project.root / "data/runs/norm_order/pre/seed0/curve.csv").read_text().splitlines()
     assert curve[0] == "step,loss,grad_norm,lr,val_loss" and len(curve) == 13
 

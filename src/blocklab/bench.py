@@ -237,34 +237,44 @@ def pipeline_overhead(timings_file: Path, echo=print) -> dict:
 
 
 def plan_cost(old: Params, new: Params, corpus: Corpus, timings_file: Path, echo=print) -> dict:
-    """What a change of plan costs in training time, old plan against new in the same run.
+    """What a change of plan costs in training time, old plan (every run trained) against new (a run equal to
+    one an earlier stage trained is copied from the run store, blocklab.run_store), in the same run.
 
-    Every variant whose resolved settings (seeds included) differ between `old` and `new` is trained under
-    both, as its stage trains it, old and new alternating so that the machine's drift falls on both. The
-    variants both plans share cost the same under either: their training time is read from this
-    checkout's `timings_file` (a stage's time is its slowest seed's)."""
+    A variant whose resolved settings (seeds included) both plans share, and that the new plan trains whole,
+    costs the same under either: its time is read from this checkout's `timings_file` (a stage's time is
+    its slowest seed's). Every other variant is trained as its stage trains it, old and new alternating so
+    that the machine's drift falls on both; under the new plan only the seeds no earlier stage trained."""
+    from dataclasses import replace
+
     old_specs = {(s.ablation, s.variant): s for s in old.specs()}
-    changed, shared = [], []
-    for spec in new.specs():
-        before = old_specs.get((spec.ablation, spec.variant))
-        (shared if before == spec else changed).append((before, spec))
     timings = json.loads(Path(timings_file).read_text())
     by_variant: dict[str, float] = {}
     for key, timing in timings.items():
         variant = key.rsplit("/", 1)[0]
         by_variant[variant] = max(by_variant.get(variant, 0.0), timing["seconds"])
-    shared_seconds = sum(by_variant[f"{s.ablation}/{s.variant}"] for _, s in shared)
+    trained: set[tuple] = set()
     old_seconds = new_seconds = 0.0
-    for before, spec in changed:
-        if before is not None:
-            old_seconds += trainer_as_the_stage_runs_it(before, corpus)[0]
-        new_seconds += trainer_as_the_stage_runs_it(spec, corpus)[0]
-        echo(f"{spec.ablation}/{spec.variant}: seeds {len(before.seeds) if before else 0} -> {len(spec.seeds)}, "
-             f"old {old_seconds:.1f} s, new {new_seconds:.1f} s so far")
-    return {"changed_variants": len(changed), "shared_variants": len(shared), "shared_seconds": shared_seconds,
-            "changed_old_seconds": old_seconds, "changed_new_seconds": new_seconds,
-            "old_seconds": shared_seconds + old_seconds, "new_seconds": shared_seconds + new_seconds,
-            "ratio": (shared_seconds + new_seconds) / (shared_seconds + old_seconds)}
+    rows = []
+    for spec in new.specs():
+        before = old_specs.pop((spec.ablation, spec.variant), None)
+        remaining = tuple(s for s in spec.seeds if (spec.model, spec.train, s) not in trained)
+        trained.update((spec.model, spec.train, s) for s in spec.seeds)
+        if before == spec and remaining == spec.seeds:
+            old_cost = new_cost = by_variant[f"{spec.ablation}/{spec.variant}"]
+        else:
+            old_cost = 0.0 if before is None else (by_variant[f"{spec.ablation}/{spec.variant}"] if before == spec
+                                                   else trainer_as_the_stage_runs_it(before, corpus)[0])
+            new_cost = trainer_as_the_stage_runs_it(replace(spec, seeds=remaining), corpus)[0] if remaining else 0.0
+            echo(f"{spec.ablation}/{spec.variant}: seeds {len(before.seeds) if before else 0} -> {len(spec.seeds)} "
+                 f"({len(spec.seeds) - len(remaining)} copied): {old_cost:.1f} s -> {new_cost:.1f} s")
+        old_seconds += old_cost
+        new_seconds += new_cost
+        rows.append({"variant": f"{spec.ablation}/{spec.variant}", "old_seconds": old_cost, "new_seconds": new_cost,
+                     "seeds_copied": len(spec.seeds) - len(remaining)})
+    for before in old_specs.values():  # variants the new plan dropped
+        old_seconds += trainer_as_the_stage_runs_it(before, corpus)[0]
+    return {"variants": rows, "old_seconds": old_seconds, "new_seconds": new_seconds,
+            "ratio": new_seconds / old_seconds}
 
 
 # A sweep that re-trains two one-seed stages per experiment (the residual ablation, 200 steps each) over a

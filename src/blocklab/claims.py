@@ -3,7 +3,7 @@
 
 A claim is a *finding* (it depends on training results) or a *check* (deterministic arithmetic, such as
 a parameter count, or an untrained probe). Its quantities are small arithmetic expressions over the
-pipeline's reports:
+pipeline's reports and the runs' curves:
 
     loss("norm_order/post/seed0")             train_loss_last25 of one run
     metric("depth/l1/seed0", "n_params")      any field of one run
@@ -11,6 +11,9 @@ pipeline's reports:
                                               with its 95% Student-t interval
     std("norm_order/pre", "val_loss")         the seed standard deviation of a variant (n - 1 in the denominator)
     seeds("norm_order/post")                  every seed's value, as a list (a claim must hold for each)
+    window("exercise2/post", 1, 500)          per seed, the mean of a curve column (default the training loss)
+                                              over steps 1 to 500, as a seed mean with its interval
+    at("exercise2/post", 500, "val_loss")     per seed, a curve column at one step, likewise
     baseline("unigram")                       reports/metrics.json baselines
     published("table_a", "norm_order/post/seed0")
                                               a published figure (reference.yaml); on another corpus than the
@@ -34,6 +37,7 @@ and a claim over a null quantity fails, naming it.
 from __future__ import annotations
 
 import ast
+import csv
 import math
 import operator
 import statistics
@@ -67,12 +71,47 @@ class Reports:
     """What claims are evaluated over: reports/metrics.json, reports/gradients.json, and the published
     figures (reference.yaml) with the sha256 of the corpus this run trained on."""
 
-    def __init__(self, metrics: dict, gradients: dict, reference: dict | None = None, corpus: str | None = None):
+    def __init__(self, metrics: dict, gradients: dict, reference: dict | None = None, corpus: str | None = None,
+                 runs_dir: Path | None = None):
         self.runs = metrics.get("runs", {})
         self.baselines = metrics.get("baselines", {})
         self.gradients = gradients
         self.reference = reference or {}
         self.corpus = corpus
+        self.runs_dir = None if runs_dir is None else Path(runs_dir)
+        self._curves: dict[str, list[dict]] = {}
+
+    def _curve(self, run: str) -> list[dict]:
+        """A run's curve.csv as rows of numbers (None where a row has no value), read once."""
+        if run not in self._curves:
+            path = None if self.runs_dir is None else self.runs_dir / run / "curve.csv"
+            if path is None or not path.exists():
+                raise MissingResult(f"run '{run}' has no curve{'' if path is None else f' at {path}'}: did `dvc repro` "
+                                    f"finish?")
+            with open(path, newline="") as f:
+                self._curves[run] = [{k: None if v == "" else float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        return self._curves[run]
+
+    def _curve_values(self, variant: str, field: str, keep) -> Seeds:
+        seeds = self._by_seed(variant, LOSS)
+        values = {}
+        for seed in seeds:
+            rows = self._curve(f"{variant}/seed{seed}")
+            if rows and field not in rows[0]:
+                raise MissingResult(f"the curves of '{variant}' have no column '{field}'")
+            chosen = [row[field] for row in rows if keep(row["step"]) and row[field] is not None]
+            if not chosen:
+                raise MissingResult(f"the curve of {variant}/seed{seed} has no '{field}' at the steps asked for")
+            values[seed] = math.fsum(chosen) / len(chosen)
+        return Seeds(values, f"{variant}:{field}")
+
+    def window(self, variant: str, first: int, last: int, field: str = "loss") -> Seeds:
+        """Per seed, the mean of the curve's `field` over steps `first` to `last` (inclusive)."""
+        return self._curve_values(variant, field, lambda step: first <= step <= last)
+
+    def at(self, variant: str, step: int, field: str = "val_loss") -> Seeds:
+        """Per seed, the curve's `field` at `step` (e.g. an evaluation step's validation loss)."""
+        return self._curve_values(variant, field, lambda s: s == step)
 
     def metric(self, run: str, field: str = LOSS) -> float:
         if run not in self.runs:
@@ -133,7 +172,8 @@ def evaluate(expression: str | float | int, reports: Reports):
     if isinstance(expression, (int, float)):
         return expression
     functions = {"loss": reports.metric, "metric": reports.metric, "mean": reports.mean, "std": reports.std,
-                 "seeds": reports.seeds, "baseline": reports.baseline, "published": reports.published,
+                 "seeds": reports.seeds, "window": reports.window, "at": reports.at,
+                 "baseline": reports.baseline, "published": reports.published,
                  "grad": reports.grad, "grads": reports.grads,
                  "abs": _absolute}
 

@@ -119,9 +119,12 @@ def loss_by_depth(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -
         by_depth = group.groupby("n_layers")["val_loss"]
         name = "with residuals" if residual else "without residuals"
         ax.scatter(group["n_layers"], group["val_loss"], s=15, alpha=0.5)
-        ax.plot(by_depth.mean().index, by_depth.mean(), "o-", label=f"{name} (seed mean)")
+        line, = ax.plot(by_depth.mean().index, by_depth.mean(), "o-", label=f"{name} (seed mean)")
+        halves = by_depth.agg(half_width).fillna(0)
+        ax.errorbar(halves.index, by_depth.mean(), yerr=halves, fmt="none", ecolor=line.get_color(), capsize=4)
     _baselines(ax, baselines)
-    ax.set(title=title, xlabel="layers (blocks)", ylabel=f"final validation {LOSS_LABEL}", xscale="log")
+    ax.set(title=title, xlabel="layers (blocks)", xscale="log",
+           ylabel=f"final validation {LOSS_LABEL} (bars: 95% t interval of the mean)")
     ax.set_xticks(sorted(runs["n_layers"].unique()), [str(d) for d in sorted(runs["n_layers"].unique())])
     ax.legend(fontsize=8)
     return _save(fig, path)
