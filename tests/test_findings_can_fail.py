@@ -4,6 +4,8 @@ without made-up results of its own fails the coverage test."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -26,18 +28,39 @@ def around(mean: float, spread: float = 0.002):
     return lambda n: [mean + spread * ((i % 3) - 1) for i in range(n)]
 
 
-def reports(overrides: dict) -> Reports:
-    """Every run params.yaml defines at a loss of 2.2, but the variants (or single runs) in `overrides`."""
+def reports(overrides: dict, runs_dir: Path | None = None) -> Reports:
+    """Every run params.yaml defines at a loss of 2.2, but the variants (or single runs) in `overrides`. A
+    variant given as `Curve` also gets a curve.csv under `runs_dir`: early and late training losses."""
     runs = {}
     for spec in PARAMS.specs():
-        values = overrides.get(f"{spec.ablation}/{spec.variant}", around(2.2))(len(spec.seeds))
+        override = overrides.get(f"{spec.ablation}/{spec.variant}", around(2.2))
+        values = (override.final if isinstance(override, Curve) else override)(len(spec.seeds))
         for seed, value in zip(spec.seeds, values):
             runs[spec.key(seed)] = {field: value for field in FIELDS}
+            if isinstance(override, Curve):
+                override.write(runs_dir / spec.key(seed), seed)
     for key, value in overrides.items():
         if key.count("/") == 2:  # one run
             runs[key] = {field: value for field in FIELDS}
     metrics = {"baselines": {"unigram": UNIGRAM, "unigram_val": 3.35, "uniform": 4.174}, "runs": runs}
-    return Reports(metrics, {}, REFERENCE, PARAMS.data.sha256)
+    return Reports(metrics, {}, REFERENCE, PARAMS.data.sha256, runs_dir)
+
+
+class Curve:
+    """A made-up training curve: `early` loss over steps 1-500, `late` over the last 500 of 5,000, ending
+    (and validating) at `final`; each seed a little apart."""
+
+    def __init__(self, early: float, late: float, final: float | None = None):
+        self.early, self.late = early, late
+        self.final = around(late if final is None else final)
+
+    def write(self, folder: Path, seed: int) -> None:
+        jitter = 0.002 * ((seed % 3) - 1)
+        rows = [(step, self.early + jitter) for step in (1, 250, 500)] + [(2500, (self.early + self.late) / 2)] + \
+               [(step, self.late + jitter) for step in (4750, 5000)]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "curve.csv").write_text("step,loss,grad_norm,lr,val_loss\n" +
+                                          "".join(f"{step},{loss},1.0,0.001,\n" for step, loss in rows))
 
 
 def _ladder(rung: str) -> float:
@@ -90,6 +113,17 @@ CASES: dict[str, tuple[dict, dict]] = {
     "residual_scheme.rezero_trains_without_warmup": ({"residual_scheme/rezero": around(2.2)},
                                                      {"residual_scheme/rezero": around(3.3)}),
 }
+CASES.update({
+    "exercise2.post_disadvantage_largest_early": (
+        {"exercise2/pre": Curve(3.0, 2.0), "exercise2/post": Curve(3.4, 2.05)},
+        {"exercise2/pre": Curve(3.0, 2.0), "exercise2/post": Curve(3.05, 2.3)}),
+    "exercise2.warmup_reduces_early_disadvantage": (
+        {"exercise2/pre": Curve(3.0, 2.0), "exercise2/post": Curve(3.4, 2.05), "exercise2/post_warmup200": Curve(3.1, 2.0)},
+        {"exercise2/pre": Curve(3.0, 2.0), "exercise2/post": Curve(3.4, 2.05), "exercise2/post_warmup200": Curve(3.6, 2.0)}),
+    "exercise2.warmup_not_a_worse_optimum": (
+        {"exercise2/pre": around(2.0), "exercise2/post_warmup200": around(2.02)},
+        {"exercise2/pre": around(2.0), "exercise2/post_warmup200": around(2.2)}),
+})
 # Table A, per seed: the published figure holds, 0.02 off fails.
 for _key, _value in REFERENCE["table_a"]["figures"].items():
     _ablation, _variant, _seed = _key.split("/")
@@ -101,16 +135,16 @@ def test_every_finding_has_made_up_results_that_make_it_hold_and_fail():
 
 
 @pytest.mark.parametrize("finding", sorted(CASES))
-def test_a_finding_holds_on_results_that_satisfy_it_and_fails_on_results_that_break_it(finding):
+def test_a_finding_holds_on_results_that_satisfy_it_and_fails_on_results_that_break_it(finding, tmp_path):
     holding, failing = CASES[finding]
     claim = FINDINGS[finding]
-    assert check_claims([claim], reports(holding))[finding]["verdict"] == "holds"
-    assert check_claims([claim], reports(failing))[finding]["verdict"] == "fails"
+    assert check_claims([claim], reports(holding, tmp_path / "holds"))[finding]["verdict"] == "holds"
+    assert check_claims([claim], reports(failing, tmp_path / "fails"))[finding]["verdict"] == "fails"
 
 
 def test_no_check_reads_a_training_result_and_no_finding_is_deterministic():
     """A check's quantities are counts or the untrained probe; a finding reads at least one loss."""
-    training = ("loss(", "mean(", "seeds(", '"val_loss', '"train_loss')
+    training = ("loss(", "mean(", "seeds(", "window(", "at(", '"val_loss', '"train_loss')
     for claim in CLAIMS:
         text = yaml.safe_dump(claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))
         assert any(t in text for t in training) == (claim.kind == "finding"), claim.id

@@ -86,3 +86,13 @@ def test_the_gradient_section_prints_table_b_beside_ours_and_says_why_post_norm_
                             reference, "figures/gradients.png")
     assert "0.0333 (0.0333)" in text and "0.0051 (0.00511)" in text
     assert "Post-norm stacks are not probed" in text
+
+
+def test_the_exercise_figure_draws_the_curves_and_each_variants_paired_difference(tmp_path):
+    from blocklab.plots import paired_difference
+
+    rows = [{"label": label, "variant": label, "seed": seed, "step": step, "loss": 3.0 - step / 100 + offset}
+            for label, offset in (("pre", 0.0), ("post", 0.1)) for seed in range(3) for step in range(1, 101)]
+    path = paired_difference(pd.DataFrame(rows), {"unigram": 3.3, "uniform": 4.17}, "t", tmp_path / "d.png",
+                             smoothing=10)
+    assert path.stat().st_size > 10_000

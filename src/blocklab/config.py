@@ -117,7 +117,7 @@ def _override_of(cls: type) -> type[BaseModel]:
 
 ModelOverride = _override_of(ModelConfig)
 TrainOverride = _override_of(TrainConfig)
-FigureKind = Literal["depth", "train_val", "param_shares", "ladder"]
+FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference"]
 
 
 def _distinct(seeds: list[int]) -> list[int]:

@@ -171,6 +171,35 @@ def ladder(runs: pd.DataFrame, baselines: dict, published: dict[str, float], tit
     return _save(fig, path)
 
 
+def paired_difference(curves: pd.DataFrame, baselines: dict, title: str, path: Path, smoothing: int = 100) -> Path:
+    """Above: each variant's seed-mean training curve with its seed range. Below: each variant's paired
+    difference to the first variant (the same seed sees the same batches), seed by seed, over steps: its
+    mean and 95% Student-t band. Both smoothed over `smoothing` steps (the per-step loss is noisy)."""
+    labels = list(dict.fromkeys(curves["label"]))
+    wide = {label: curves[curves["label"] == label].pivot_table(index="step", columns="seed", values="loss")
+                   .rolling(smoothing, min_periods=1).mean() for label in labels}
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 8), sharex=True, height_ratios=[3, 2])
+    for i, label in enumerate(labels):
+        line, = top.plot(wide[label].index, wide[label].mean(axis=1), label=label, color=f"C{i}")
+        top.fill_between(wide[label].index, wide[label].min(axis=1), wide[label].max(axis=1), color=f"C{i}",
+                         alpha=0.2, lw=0)
+    _baselines(top, baselines)
+    top.set(title=title, ylabel=f"training {LOSS_LABEL}")
+    top.legend(fontsize=8, title=f"seed mean, {smoothing}-step smoothing; band = seed range", title_fontsize=8)
+    reference = labels[0]
+    bottom.axhline(0, color="0.35", lw=1)
+    seeds = list(wide[reference].columns)
+    for i, label in enumerate(labels[1:], start=1):
+        seeds = [s for s in wide[label].columns if s in wide[reference].columns]
+        difference = wide[label][seeds] - wide[reference][seeds]
+        mean, half = difference.mean(axis=1), difference.apply(half_width, axis=1)
+        bottom.plot(difference.index, mean, color=f"C{i}", label=f"{label} - {reference}")
+        bottom.fill_between(difference.index, mean - half, mean + half, color=f"C{i}", alpha=0.25, lw=0)
+    bottom.set(xlabel="training step", ylabel="difference in training loss (nats)")
+    bottom.legend(fontsize=8, title=f"paired by seed: mean and 95% t interval ({len(seeds)} seeds)", title_fontsize=8)
+    return _save(fig, path)
+
+
 def gradient_depths(table: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 5))
     for key, by_depth in table.items():
@@ -201,6 +230,9 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
         "depth": lambda: loss_by_depth(runs, baselines, f"{name}: final loss vs depth", out_dir / f"{name}_depth.png"),
         "train_val": lambda: train_vs_validation(curves, baselines, f"{name}: training vs validation loss",
                                                  out_dir / f"{name}_train_val.png"),
+        "difference": lambda: paired_difference(curves, baselines, f"{name}: training loss, and each variant's "
+                                                                   f"difference to the first",
+                                                out_dir / f"{name}_difference.png"),
         "ladder": lambda: ladder(runs, baselines, published or {},
                                  f"{name}: validation loss rung by rung", out_dir / f"{name}_ladder.png"),
     }
