@@ -34,7 +34,8 @@ def long_project(tmp_path_factory):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_a_killed_training_stage_is_not_accepted_and_the_rerun_equals_an_uninterrupted_run(long_project, sig):
     project = long_project
-    shutil.rmtree(project.root / "data/runs/norm_order/pre")  # as if never trained: DVC must train it
+    shutil.rmtree(project.root / "data/runs/norm_order/pre")  # as if never trained: DVC must train it,
+    shutil.rmtree(project.root / "data/run_store")  # and the run store must not hold it either
     process = subprocess.Popen(["dvc", "repro", "--force", "--single-item", STAGE], cwd=project.root,
                                env=project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)

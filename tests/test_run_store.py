@@ -9,7 +9,7 @@ import pytest
 from blocklab.config import ModelConfig, RunSpec, TrainConfig, load_params
 from blocklab.run_store import RunStore
 
-from conftest import ROOT
+from conftest import ROOT, make_small_project
 
 SPEC = RunSpec(ablation="a", variant="v", label="v", model=ModelConfig(n_layers=1),
                train=TrainConfig(steps=10, lr=1e-2), seeds=(0, 1))
@@ -79,15 +79,16 @@ def test_the_default_plan_trains_none_of_its_runs_twice():
     assert len(pairs) >= 17
 
 
-def test_a_run_with_the_settings_of_one_trained_before_is_copied_byte_for_byte(reproduced_project):
-    project = reproduced_project
-    params = load_params(project.root / "params.yaml")
-    pairs = _equal_pairs(params)
+def test_a_run_with_the_settings_of_one_trained_before_is_copied_byte_for_byte(tmp_path):
+    project = make_small_project(tmp_path)  # its own: other tests run experiments in the shared one
+    pairs = _equal_pairs(load_params(project.root / "params.yaml"))
     assert pairs, "the small plan has no two variants with equal settings"
+    out = project.run("dvc", "repro").stdout
     runs = project.root / "data" / "runs"
     for first, later in pairs:
         for name in ("metrics.json", "curve.csv", "model.pt"):
             assert (runs / later / name).read_bytes() == (runs / first / name).read_bytes(), (later, name)
         assert json.loads((runs / later / "timing.json").read_text())["reused_from"] == first
-    copied = [line for line in project.first_repro.stdout.splitlines() if "copied, not trained again" in line]
+    copied = [line for line in out.splitlines() if "copied, not trained again" in line]
     assert len(copied) == len(pairs), copied
+    assert "Data and pipelines are up to date" in project.run("dvc", "status").stdout

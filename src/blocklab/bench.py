@@ -219,7 +219,13 @@ def step_kernel_bounds(specs: list[RunSpec], vocab: int, cores: int) -> dict:
 def pipeline_overhead(timings_file: Path, echo=print) -> dict:
     """Force a full `dvc repro`, time it, and compare with the training time measured inside the runs.
 
-    A variant's seeds train side by side, so a stage's training time is its slowest seed's."""
+    A variant's seeds train side by side, so a stage's training time is its slowest seed's. The run store is
+    emptied first, so that every run trains rather than being copied."""
+    import shutil
+
+    from blocklab.run_store import STORE_DIR
+
+    shutil.rmtree(STORE_DIR, ignore_errors=True)
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "dvc", "repro", "--force", "--quiet"], check=True)
     wall = time.perf_counter() - started
