@@ -216,6 +216,16 @@ def step_kernel_bounds(specs: list[RunSpec], vocab: int, cores: int) -> dict:
             "step_of": specs[0].key(specs[0].seeds[0]).rsplit("/", 1)[0]}
 
 
+def stage_seconds(timings_file: Path) -> dict[str, float]:
+    """Each variant's training time in `timings_file` (reports/timings.json): its seeds train side by side,
+    so a stage's time is its slowest seed's."""
+    by_variant: dict[str, float] = {}
+    for key, timing in json.loads(Path(timings_file).read_text()).items():
+        variant = key.rsplit("/", 1)[0]
+        by_variant[variant] = max(by_variant.get(variant, 0.0), timing["seconds"])
+    return by_variant
+
+
 def pipeline_overhead(timings_file: Path, echo=print) -> dict:
     """Force a full `dvc repro`, time it, and compare with the training time measured inside the runs.
 
@@ -229,11 +239,7 @@ def pipeline_overhead(timings_file: Path, echo=print) -> dict:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "dvc", "repro", "--force", "--quiet"], check=True)
     wall = time.perf_counter() - started
-    timings = json.loads(Path(timings_file).read_text())
-    by_variant: dict[str, float] = {}
-    for key, timing in timings.items():
-        variant = key.rsplit("/", 1)[0]
-        by_variant[variant] = max(by_variant.get(variant, 0.0), timing["seconds"])
+    by_variant = stage_seconds(timings_file)
     training = sum(by_variant.values())
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "dvc", "repro", "--quiet"], check=True)
@@ -253,11 +259,7 @@ def plan_cost(old: Params, new: Params, corpus: Corpus, timings_file: Path, echo
     from dataclasses import replace
 
     old_specs = {(s.ablation, s.variant): s for s in old.specs()}
-    timings = json.loads(Path(timings_file).read_text())
-    by_variant: dict[str, float] = {}
-    for key, timing in timings.items():
-        variant = key.rsplit("/", 1)[0]
-        by_variant[variant] = max(by_variant.get(variant, 0.0), timing["seconds"])
+    by_variant = stage_seconds(timings_file)
     trained: set[tuple] = set()
     old_seconds = new_seconds = 0.0
     rows = []

@@ -41,7 +41,7 @@ import csv
 import math
 import operator
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -262,7 +262,6 @@ class Verdict:
     statistic: str | None = None
     seeds_needed: int | None = None
     note: str | None = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -108,9 +108,6 @@ class Estimate:
         h = self.half_width(confidence)
         return self.mean - h, self.mean + h
 
-    def shifted(self, by: float) -> Estimate:
-        return Estimate(self.mean + by, self.sd, self.n, self.se, self.df, self.statistic)
-
     def seeds_to_decide(self, margin: float, confidence: float = CONFIDENCE) -> int | None:
         """About how many seeds (pairs, for a paired difference; per variant, for Welch's) would make the
         interval's half-width smaller than `margin` at the spread measured; None when no number would
