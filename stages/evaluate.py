@@ -1,5 +1,6 @@
-"""DVC stage `evaluate`: gather every run beside the baselines into reports/metrics.json, and each
-variant's seed statistics into reports/variants.json (the metrics `dvc exp show` compares)."""
+"""DVC stage `evaluate`: gather every run beside the baselines into reports/metrics.json, each variant's
+seed statistics into reports/variants.json and each map's LR sensitivities into reports/maps.json (the
+metrics `dvc exp show` compares), and every map cell into reports/maps/ (`dvc plots` tables)."""
 
 import json
 from pathlib import Path
@@ -8,6 +9,7 @@ import click
 
 from blocklab.config import load_params
 from blocklab.errors import reports_errors
+from blocklab.maps import map_summary, write_tables
 from blocklab.report import collect, variant_summary
 from blocklab.results import write_json
 
@@ -25,8 +27,11 @@ def main(runs_dir: Path, baselines_file: Path, reports_dir: Path, params_file: s
     write_json(reports_dir / "timings.json", timings)
     variants = variant_summary(params, metrics)
     write_json(reports_dir / "variants.json", variants, sort_keys=False)
+    maps = map_summary(params, metrics)
+    write_json(reports_dir / "maps.json", maps, sort_keys=False)
+    write_tables(params, metrics, reports_dir / "maps")
     click.echo(f"{len(metrics['runs'])} runs -> {reports_dir}/metrics.json; {len(variants)} variants -> "
-               f"{reports_dir}/variants.json")
+               f"{reports_dir}/variants.json; {len(maps)} map lines -> {reports_dir}/maps.json")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""DVC stage `report`: every ablation's figures, the tables `dvc plots` draws, and reports/summary.md."""
+"""DVC stage `report`: every ablation's and map's figures, the tables `dvc plots` draws, and reports/summary.md."""
 
 import json
 import os
@@ -11,6 +11,7 @@ from blocklab import plots
 from blocklab.claims import load_claims, verdicts_markdown
 from blocklab.config import load_params
 from blocklab.errors import reports_errors
+from blocklab.maps import map_outputs, map_section
 from blocklab.reference import load_reference
 from blocklab.report import summary_markdown
 
@@ -37,13 +38,17 @@ def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: st
                                          reference)
                    for name in params.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
+        map_figures = {name: map_outputs(params, name, metrics, reports_dir) for name in params.maps}
         figures = {name: future.result() for name, future in drawing.items()}
+    map_summary = json.loads((reports_dir / "maps.json").read_text())
+    maps = [map_section(params, name, map_summary, map_figures[name]) for name in params.maps]
     samples = json.loads((reports_dir / "samples.json").read_text())
     summary = summary_markdown(params, metrics, reference, figures, gradients,
                                str(gradient_figure.relative_to(reports_dir)),
-                               verdicts_markdown(load_claims(claims_file), verdicts), samples)
+                               verdicts_markdown(load_claims(claims_file), verdicts), samples, maps)
     (reports_dir / "summary.md").write_text(summary)
-    click.echo(f"{sum(map(len, figures.values())) + 1} figures -> {reports_dir / 'figures'}; "
+    drawn = sum(map(len, figures.values())) + sum(map(len, map_figures.values())) + 1
+    click.echo(f"{drawn} figures -> {reports_dir / 'figures'}; "
                f"{reports_dir}/summary.md")
 
 

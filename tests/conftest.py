@@ -168,6 +168,13 @@ def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> di
             if "steps" in variant.get("train", {}):
                 variant["train"]["steps"] = steps
         ablation["model"].pop("n_layers", None)
+    for plan in params.get("maps", {}).values():  # 2 variants x 2 learning rates x 2 warmups x 2 seeds
+        plan["train"].update(steps=steps, eval_interval=5)
+        plan["seeds"] = plan["seeds"][:2]
+        plan["variants"] = dict(list(plan["variants"].items())[:variants])
+        plan["labels"] = {k: v for k, v in plan.get("labels", {}).items() if k in plan["variants"]}
+        plan["model"].pop("n_layers", None)
+        plan["axes"] = {"train": {"lr": [0.001, 0.01], "warmup": [0, 5]}}
     params["defaults"]["model"]["n_layers"] = 1
     return params
 
@@ -178,12 +185,18 @@ def corpus(tmp_path) -> Path:
 
 
 def plots_of(dvc_yaml: Path, params: dict) -> None:
-    """dvc.yaml's loss plots drawing only the variants `params` keeps."""
+    """dvc.yaml's loss plots drawing only the variants `params` keeps (and the maps' lr plots their lines)."""
+    from blocklab.config import parse_params
+    from blocklab.maps import lr_plot_columns
+
     pipeline = yaml.safe_load(dvc_yaml.read_text())
     for entry in pipeline["plots"]:
         for name, plot in (entry.items() if isinstance(entry, dict) else []):
-            variants = params["ablations"][name.removesuffix("_loss")]["variants"]
-            plot["y"] = {table: [c for c in columns if c in variants] for table, columns in plot["y"].items()}
+            if name.endswith("_lr"):
+                kept = lr_plot_columns(parse_params(params), name.removesuffix("_lr"))
+            else:
+                kept = params["ablations"][name.removesuffix("_loss")]["variants"]
+            plot["y"] = {table: [c for c in columns if c in kept] for table, columns in plot["y"].items()}
     dvc_yaml.write_text(yaml.safe_dump(pipeline, sort_keys=False))
 
 

@@ -28,6 +28,43 @@ def train_block(ablation: str) -> str:
 """
 
 
+def map_block(name: str) -> str:
+    return f"""  map_{name}:
+    foreach: ${{maps.{name}.variants}}
+    do:
+      cmd: python stages/train.py --ablation {name} --variant ${{key}} --checkpoints data/checkpoints/{name}/${{key}} data/encoded data/runs/{name}/${{key}}
+      deps: *train_deps
+      params:
+        - defaults
+        - maps.{name}.seeds
+        - maps.{name}.model
+        - maps.{name}.train
+        - maps.{name}.axes
+        - maps.{name}.variants.${{key}}
+      outs:
+        - data/runs/{name}/${{key}}
+"""
+
+
+def map_plot(name: str) -> str:
+    return f"""  - {name}_lr:
+      title: "{name}: final validation loss against learning rate (seed mean per cell)"
+      template: linear
+      x: log10_lr
+      y:
+        reports/maps/{name}_lr.csv: [{", ".join(_map_lines(name))}]
+      x_label: log10 learning rate
+      y_label: validation loss (nats per character)
+"""
+
+
+def _map_lines(name: str) -> list[str]:
+    from blocklab.config import load_params
+    from blocklab.maps import lr_plot_columns
+
+    return lr_plot_columns(load_params(ROOT / "params.yaml"), name)
+
+
 def loss_plot(ablation: str, variants: list[str]) -> str:
     return f"""  - {ablation}_loss:
       title: "{ablation}: training loss (seed mean, 10-step mean)"
@@ -64,10 +101,28 @@ def test_every_ablation_has_a_loss_plot_listing_every_variant(ablation):
     assert plot == yaml.safe_load(loss_plot(ablation, variants))[0][f"{ablation}_loss"], message
 
 
+@pytest.mark.parametrize("name", list(PARAMS.get("maps", {})))
+def test_every_map_has_its_stage_and_its_lr_plot_in_dvc_yaml(name):
+    expected = yaml.safe_load(map_block(name).replace("*train_deps", "[]"))[f"map_{name}"]
+    found = PIPELINE["stages"].get(f"map_{name}")
+    message = f"dvc.yaml: add (or correct) this block under `stages:`\n\n{map_block(name)}"
+    assert found is not None, message
+    assert {k: v for k, v in found["do"].items() if k != "deps"} == {
+        k: v for k, v in expected["do"].items() if k != "deps"}, message
+    assert found["foreach"] == expected["foreach"], message
+    assert found["do"]["deps"] == PIPELINE["stages"]["train_norm_order"]["do"]["deps"], message
+    plot = _plots().get(f"{name}_lr")
+    message = f"dvc.yaml: add (or correct) this entry under `plots:`\n\n{map_plot(name)}"
+    assert plot == yaml.safe_load(map_plot(name))[0][f"{name}_lr"], message
+
+
 def test_no_train_block_or_plot_is_left_for_an_ablation_params_yaml_no_longer_has():
     trained = {name.removeprefix("train_") for name in PIPELINE["stages"] if name.startswith("train_")}
-    plotted = {name.removesuffix("_loss") for name in _plots()}
+    plotted = {name.removesuffix("_loss") for name in _plots() if name.endswith("_loss")}
     assert trained == plotted == set(PARAMS["ablations"])
+    mapped = {name.removeprefix("map_") for name in PIPELINE["stages"] if name.startswith("map_")}
+    assert mapped == {name.removesuffix("_lr") for name in _plots() if name.endswith("_lr")} == set(
+        PARAMS.get("maps", {}))
 
 
 def test_the_check_names_the_missing_block_and_prints_the_yaml_to_add(monkeypatch):

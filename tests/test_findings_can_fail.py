@@ -11,6 +11,7 @@ import yaml
 
 from blocklab.claims import Reports, check_claims, load_claims
 from blocklab.config import load_params
+from blocklab.maps import lr_groups
 from blocklab.reference import load_reference
 
 from conftest import ROOT
@@ -39,11 +40,38 @@ def reports(overrides: dict, runs_dir: Path | None = None) -> Reports:
             runs[spec.key(seed)] = {field: value for field in FIELDS}
             if isinstance(override, Curve):
                 override.write(runs_dir / spec.key(seed), seed)
+    for spec in PARAMS.map_specs():  # every map cell trains to 2.2 from 4.2, but the cells in `overrides`
+        cell = overrides.get(spec.name, Cell(2.2))
+        for seed, value in zip(spec.seeds, cell.final(len(spec.seeds))):
+            runs[spec.key(seed)] = {**{field: value for field in FIELDS}, "val_loss_init": 4.2,
+                                    "collapsed": cell.collapsed, "diverged": cell.diverged}
+            if cell.diverged:
+                runs[spec.key(seed)].update(val_loss=None, train_loss_last25=None)
     for key, value in overrides.items():
-        if key.count("/") == 2:  # one run
+        if key.count("/") == 2 and not isinstance(value, Cell):  # one run
             runs[key] = {field: value for field in FIELDS}
     metrics = {"baselines": {"unigram": UNIGRAM, "unigram_val": 3.35, "uniform": 4.174}, "runs": runs}
-    return Reports(metrics, {}, REFERENCE, PARAMS.data.sha256, runs_dir)
+    return Reports(metrics, {}, REFERENCE, PARAMS.data.sha256, runs_dir, lr_groups(PARAMS))
+
+
+class Cell:
+    """A made-up map cell: every seed ends near `final` (validation), or collapsed (at the unigram
+    baseline), or diverged (no loss)."""
+
+    def __init__(self, final: float = 2.2, collapsed: bool = False, diverged: bool = False):
+        self.final = around(UNIGRAM if collapsed else final)
+        self.collapsed, self.diverged = collapsed, diverged
+
+
+def lr_curve(variant: str, group: str, finals: dict[float, Cell]) -> dict:
+    """Overrides for one group of a stability-map variant, by learning rate."""
+    return {f"stability/{variant}/lr{lr:g}_{group}": cell for lr, cell in finals.items()}
+
+
+COLLAPSED, DIVERGED = Cell(collapsed=True), Cell(diverged=True)
+# A learning-rate curve that trains everywhere (flat: insensitive) and one that collapses above 1e-2.
+FLAT = {lr: Cell(2.2) for lr in (0.001, 0.003, 0.01, 0.03, 0.1)}
+FRAGILE = {0.001: Cell(2.4), 0.003: Cell(2.2), 0.01: COLLAPSED, 0.03: COLLAPSED, 0.1: DIVERGED}
 
 
 class Curve:
@@ -124,6 +152,26 @@ CASES.update({
         {"exercise2/pre": around(2.0), "exercise2/post_warmup200": around(2.02)},
         {"exercise2/pre": around(2.0), "exercise2/post_warmup200": around(2.2)}),
 })
+CASES.update({
+    "stability.post_more_lr_sensitive_without_warmup": (
+        {**lr_curve("post", "w0", FRAGILE), **lr_curve("pre", "w0", FLAT)},
+        {**lr_curve("post", "w0", FLAT), **lr_curve("pre", "w0", FRAGILE)}),
+    "stability.warmup_lowers_post_sensitivity": (
+        {**lr_curve("post", "w0", FRAGILE), **lr_curve("post", "w100", FLAT)},
+        {**lr_curve("post", "w0", FLAT), **lr_curve("post", "w100", FRAGILE)}),
+    "stability.post_trains_at_lower_rates_than_pre": (
+        {**lr_curve("post", "w0", FRAGILE), **lr_curve("pre", "w0", FLAT)},
+        {**lr_curve("post", "w0", FLAT), **lr_curve("pre", "w0", FRAGILE)}),
+    "stability.deepnorm_trains_where_post_collapses": (
+        {**lr_curve("post", "w0", FRAGILE), **lr_curve("deepnorm", "w0", FLAT)},
+        {**lr_curve("post", "w0", FLAT), **lr_curve("deepnorm", "w0", FRAGILE)}),
+    "stability.rezero_trains_where_post_collapses": (
+        {**lr_curve("post", "w0", FRAGILE), **lr_curve("rezero", "w0", FLAT)},
+        {**lr_curve("post", "w0", FLAT), **lr_curve("rezero", "w0", FRAGILE)}),
+    "stability.post_at_or_below_pre_at_lowest_lr": (
+        {**lr_curve("post", "w0", {0.001: Cell(2.3)}), **lr_curve("pre", "w0", {0.001: Cell(2.4)})},
+        {**lr_curve("post", "w0", {0.001: Cell(2.5)}), **lr_curve("pre", "w0", {0.001: Cell(2.4)})}),
+})
 # Table A, per seed: the published figure holds, 0.02 off fails.
 for _key, _value in REFERENCE["table_a"]["figures"].items():
     _ablation, _variant, _seed = _key.split("/")
@@ -144,7 +192,8 @@ def test_a_finding_holds_on_results_that_satisfy_it_and_fails_on_results_that_br
 
 def test_no_check_reads_a_training_result_and_no_finding_is_deterministic():
     """A check's quantities are counts or the untrained probe; a finding reads at least one loss."""
-    training = ("loss(", "mean(", "seeds(", "window(", "at(", '"val_loss', '"train_loss')
+    training = ("loss(", "mean(", "seeds(", "window(", "at(", "lr_sensitivity(", "max_trainable_lr(", '"val_loss',
+                '"train_loss')
     for claim in CLAIMS:
         text = yaml.safe_dump(claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))
         assert any(t in text for t in training) == (claim.kind == "finding"), claim.id

@@ -61,7 +61,7 @@ def _equal_pairs(params) -> list[tuple[str, str]]:
     """(first, later) variants of the plan whose resolved settings are equal, in stage order."""
     first: dict[tuple, str] = {}
     pairs = []
-    for spec in params.specs():
+    for spec in params.specs() + params.map_specs():  # the maps' stages come after the ablations'
         for seed in spec.seeds:
             key = (spec.model, spec.train, seed)
             if key in first:
@@ -76,7 +76,10 @@ def test_the_default_plan_trains_none_of_its_runs_twice():
     later = {b.rsplit("/", 1)[0] for _, b in pairs}
     # warmup/w0, w100, w200 are norm_order's post variants; the default 6-layer model is four variants'
     assert {"warmup/w0", "warmup/w100", "warmup/w200", "activation/gelu", "norm_type/layernorm", "ffn_type/mlp"} <= later
-    assert len(pairs) >= 17
+    # the stability map's cells that are norm_order's and depth's runs
+    assert {"stability/post/lr0.01_w0", "stability/post/lr0.01_w100", "stability/pre/lr0.01_w0",
+            "stability/pre/lr0.003_w0"} <= later
+    assert len(pairs) >= 25
 
 
 def test_a_run_with_the_settings_of_one_trained_before_is_copied_byte_for_byte(tmp_path):

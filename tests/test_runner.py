@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from blocklab.config import ModelConfig, TrainConfig
-from blocklab.runner import train_seeds
+from blocklab.data import Corpus
+from blocklab.runner import Job, run_cell, train_runs
 from blocklab.threads import torch_threads
 from blocklab.training import train_run
 
@@ -22,6 +23,16 @@ HANG_TIMEOUT = 300  # seconds: ten times what the runs below take here; a deadlo
 def corpus(n: int = 4000, vocab: int = 11):
     g = torch.Generator().manual_seed(0)
     return torch.randint(0, vocab, (n,), generator=g), torch.randint(0, vocab, (n // 4,), generator=g), vocab
+
+
+def as_corpus(train, val, vocab) -> Corpus:
+    return Corpus(chars=[chr(65 + i) for i in range(vocab)], train=train, val=val)
+
+
+def train_seeds(model_cfg, cfg, seeds, train, val, vocab, workers=None):
+    jobs = [Job(f"a/v/seed{seed}", model_cfg, cfg, seed) for seed in seeds]
+    results = train_runs(jobs, as_corpus(train, val, vocab), workers=workers, progress=False)
+    return {job.seed: results[job.key] for job in jobs}
 
 
 @pytest.mark.parametrize("model_cfg, vocab", [
@@ -41,20 +52,43 @@ def test_seeds_trained_side_by_side_equal_seeds_trained_alone_at_one_thread(mode
     assert single.curve == alone[1].curve
 
 
+def test_a_pool_of_long_lived_workers_equals_every_run_alone_and_measures_its_overhead():
+    """A map's cells: more runs than workers, each with settings of its own (here lr x warmup, two seeds),
+    taken by two workers as each finishes one. Every result equals the cell runner's alone, and each
+    run's wall time in the runner (set-up and results included) is recorded beside its training time."""
+    train, val, vocab = corpus(vocab=11)
+    data = as_corpus(train, val, vocab)
+    jobs = [Job(f"m/v/lr{lr:g}_w{warmup}/seed{seed}", SMALL_MODEL,
+                TrainConfig(steps=40, lr=lr, warmup=warmup, eval_interval=20, eval_windows=64, device="cpu"), seed)
+            for lr in (1e-3, 1e-2, 1e-1) for warmup in (0, 10) for seed in (0, 1)]
+    pooled = train_runs(jobs, data, workers=2, progress=False)
+    assert list(pooled) == [job.key for job in jobs]
+    for job in jobs:
+        alone = run_cell(job, data)
+        assert pooled[job.key].curve == alone.curve and pooled[job.key].metrics == alone.metrics
+        assert pooled[job.key].cell_seconds >= pooled[job.key].seconds > 0
+    training = sum(r.seconds for r in pooled.values())
+    overhead = sum(r.cell_seconds - r.seconds for r in pooled.values())
+    print(f"\nper-run overhead in a pool of 2 workers, {len(jobs)} runs of 40 steps: {overhead / training:.1%} of "
+          f"the training time ({overhead / len(jobs) * 1000:.0f} ms a run)")
+
+
 # A process that first computes with every thread (its OpenMP pool is then alive, as the old thread check
 # left it), then trains two seeds side by side as the train stage does.
 SEEDS_SCRIPT = textwrap.dedent("""
     import sys
     import torch
     from blocklab.config import ModelConfig, TrainConfig
-    from blocklab.runner import train_seeds
+    from blocklab.data import Corpus
+    from blocklab.runner import Job, train_runs
     a = torch.randn(512, 512)
     (a @ a).sum()  # every thread
     g = torch.Generator().manual_seed(0)
     train, val = torch.randint(0, 65, (20000,), generator=g), torch.randint(0, 65, (4000,), generator=g)
     model = ModelConfig(**eval(sys.argv[1]))
     cfg = TrainConfig(steps=int(sys.argv[2]), lr=1e-2, eval_interval=5, device="cpu")
-    results = train_seeds(model, cfg, [0, 1], train, val, 65, label="residual_scheme/rezero")
+    jobs = [Job(f"residual_scheme/rezero/seed{seed}", model, cfg, seed) for seed in (0, 1)]
+    results = train_runs(jobs, Corpus(chars=[chr(40 + i) for i in range(65)], train=train, val=val))
     print({s: r.metrics["train_loss_last25"] for s, r in results.items()})
 """)
 REZERO = "dict(residual='rezero', norm_type='none')"  # the lesson's size: the model that hung

@@ -118,23 +118,24 @@ def test_a_run_whose_artifact_upload_failed_is_replaced_and_the_store_ends_with_
     first = track(*arguments, uri=store)
     monkeypatch.setattr(MlflowClient, "log_artifact", upload)
     assert len(first["failed"]) == 1 and "disk full" in next(iter(first["failed"].values()))
-    every = [r for name in params.ablations for r in client_for(store).search_runs(
+    every = [r for name in [*params.ablations, *params.maps] for r in client_for(store).search_runs(
         [client_for(store).get_experiment_by_name(f"blocklab/{name}").experiment_id])]
     assert sum(r.info.status != "FINISHED" for r in every) == 2  # the half-logged seed run and its parent
 
     second = track(*arguments, uri=store)
     assert not second["failed"] and len(second["logged"]) == 1
-    n_runs = sum(len(s.seeds) for s in params.specs())
+    specs = params.specs() + params.map_specs()  # a map's cells are parents too
+    n_runs = sum(len(s.seeds) for s in specs)
     assert second["already"] == n_runs - 1 and second["variants"] == 1
-    every = [r for name in params.ablations for r in client_for(store).search_runs(
+    every = [r for name in [*params.ablations, *params.maps] for r in client_for(store).search_runs(
         [client_for(store).get_experiment_by_name(f"blocklab/{name}").experiment_id])]
     assert all(r.info.status == "FINISHED" for r in every)
     keys = [r.data.tags[RUN_KEY_TAG] for r in every]
-    assert len(keys) == len(set(keys)) == n_runs + len(params.specs())  # one complete run per key
+    assert len(keys) == len(set(keys)) == n_runs + len(specs)  # one complete run per key
     by_id = {r.info.run_id: r for r in every}
     for run in every:
-        if "/seed" in run.info.run_name:  # every seed run nested under a complete parent of its variant
-            assert by_id[run.data.tags[PARENT_TAG]].info.run_name == run.info.run_name.split("/")[0]
+        if "/seed" in run.info.run_name:  # every seed run nested under a complete parent of its variant or cell
+            assert by_id[run.data.tags[PARENT_TAG]].info.run_name == run.info.run_name.rsplit("/", 1)[0]
     third = track(*arguments, uri=store)
     assert third["logged"] == [] and third["already"] == n_runs and third["variants"] == 0
 
@@ -207,7 +208,7 @@ def test_a_real_mlflow_server_serves_one_experiments_runs_over_rest(project, tmp
 def _track_one_ablation(root: str, ablation: str, uri: str, queue) -> None:
     os.chdir(root)
     params = load_params("params.yaml")
-    only = params.model_copy(update={"ablations": {ablation: params.ablations[ablation]}})
+    only = params.model_copy(update={"ablations": {ablation: params.ablations[ablation]}, "maps": {}})
     baselines = json.loads(Path("reports/metrics.json").read_text())["baselines"]
     queue.put(track(only, Path("data/runs"), baselines, Path("reports/figures"), uri=uri))
 
@@ -354,7 +355,7 @@ def test_a_runs_mlflow_times_are_its_training_not_its_logging(project, tmp_path)
     """Created, Duration and the time axis: the start and end of the training, as the train stage recorded.
     (Into a store of its own: a store that already holds the same results, trained earlier, keeps those.)"""
     params = load_params(project.root / "params.yaml")
-    only = params.model_copy(update={"ablations": {"norm_order": params.ablations["norm_order"]}})
+    only = params.model_copy(update={"ablations": {"norm_order": params.ablations["norm_order"]}, "maps": {}})
     baselines = json.loads((project.root / "reports" / "metrics.json").read_text())["baselines"]
     uri = f"sqlite:///{tmp_path / 'times.db'}"
     assert not track(only, project.root / "data" / "runs", baselines, None, uri=uri)["failed"]
@@ -394,7 +395,7 @@ def test_logging_a_model_leaves_the_process_environment_as_it_was(project, tmp_p
     process afterwards would have logged its runs to this store instead of the workspace's."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     params = load_params(project.root / "params.yaml")
-    only = params.model_copy(update={"ablations": {"norm_order": params.ablations["norm_order"]}})
+    only = params.model_copy(update={"ablations": {"norm_order": params.ablations["norm_order"]}, "maps": {}})
     baselines = json.loads((project.root / "reports" / "metrics.json").read_text())["baselines"]
     result = track(only, project.root / "data" / "runs", baselines, None, uri=f"sqlite:///{tmp_path / 'other.db'}")
     assert not result["failed"] and result["variants"] == len(only.ablations["norm_order"].variants)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from blocklab.config import ModelConfig, Params, RunSpec
 from blocklab.data import Corpus
 from blocklab.step_kernels import kernel_seconds, record_step
-from blocklab.runner import THREADS, train_seeds
+from blocklab.runner import THREADS, jobs_of, train_runs
 from blocklab.threads import torch_threads
 from blocklab.training import LAST_STEPS
 
@@ -131,7 +131,7 @@ def _timed(fn) -> float:
 
 def _timed_train_seeds(spec: RunSpec, corpus: Corpus) -> tuple[float, dict]:
     started = time.perf_counter()
-    results = train_seeds(spec.model, spec.train, spec.seeds, corpus.train, corpus.val, corpus.vocab_size)
+    results = train_runs(jobs_of(spec), corpus, progress=False)
     return time.perf_counter() - started, results
 
 
@@ -163,7 +163,7 @@ def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print, rounding:
             with torch_threads(THREADS):
                 reference = reference_loop(spec, seed, corpus.train, vocab)
             reference_seconds += time.perf_counter() - started
-            ours = results[seed].metrics["train_loss_last25"]
+            ours = results[spec.key(seed)].metrics["train_loss_last25"]
             rows.append({"run": spec.key(seed), "trainer": ours, "reference": reference,
                          "difference": ours - reference})
             if rounding:

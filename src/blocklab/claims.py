@@ -20,6 +20,10 @@ pipeline's reports and the runs' curves:
                                               one it was published on, the claim is "not comparable"
     grad("pre/with", 12)                      reports/gradients.json
     grads("pre/without")                      every depth's value, shallow to deep, as a list
+    lr_sensitivity("stability/post", "w0")    per seed, a map variant's LR sensitivity over one group of cells
+                                              (blocklab.maps: here no warmup), as a seed mean with its interval
+    max_trainable_lr("stability/post", "w0")  per seed, the largest learning rate of that group at which the
+                                              seed trains (neither collapsed nor diverged; null: at none)
 
 combined with + - * / and abs(). Arithmetic over two seed means trained on the same seeds is per seed
 (the difference is paired); over different seeds, + and - give Welch's interval (blocklab.intervals).
@@ -50,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from blocklab.errors import BlocklabError
 from blocklab.intervals import CONFIDENCE, MAX_SEEDS, Estimate, Seeds, Welch
+from blocklab.maps import seed_max_trainable_lr, seed_sensitivities
 from blocklab.reference import comparable
 
 CLAIMS_FILE = "claims.yaml"
@@ -72,7 +77,8 @@ class Reports:
     figures (reference.yaml) with the sha256 of the corpus this run trained on."""
 
     def __init__(self, metrics: dict, gradients: dict, reference: dict | None = None, corpus: str | None = None,
-                 runs_dir: Path | None = None):
+                 runs_dir: Path | None = None, maps: dict | None = None):
+        self.maps = maps or {}  # blocklab.maps.lr_groups(params): which cells each map variant's groups hold
         self.runs = metrics.get("runs", {})
         self.baselines = metrics.get("baselines", {})
         self.gradients = gradients
@@ -112,6 +118,24 @@ class Reports:
     def at(self, variant: str, step: int, field: str = "val_loss") -> Seeds:
         """Per seed, the curve's `field` at `step` (e.g. an evaluation step's validation loss)."""
         return self._curve_values(variant, field, lambda s: s == step)
+
+    def _lr_group(self, variant: str, group: str) -> list[tuple[float, str]]:
+        if variant not in self.maps:
+            raise MissingResult(f"'{variant}' is no variant of a map with a learning-rate axis (known: "
+                                f"{', '.join(self.maps) or 'none'})")
+        if group not in self.maps[variant]:
+            raise MissingResult(f"map variant '{variant}' has no group '{group}' (known: {', '.join(self.maps[variant])})")
+        for _, cell in self.maps[variant][group]:
+            if not any(k.startswith(f"{cell}/seed") for k in self.runs):
+                raise MissingResult(f"no runs of map cell '{cell}' in reports/metrics.json: did `dvc repro` finish?")
+        return self.maps[variant][group]
+
+    def lr_sensitivity(self, variant: str, group: str) -> Seeds:
+        return Seeds(seed_sensitivities(self.runs, self._lr_group(variant, group)), f"lr_sensitivity({variant}, {group})")
+
+    def max_trainable_lr(self, variant: str, group: str) -> Seeds:
+        return Seeds(seed_max_trainable_lr(self.runs, self._lr_group(variant, group)),
+                     f"max_trainable_lr({variant}, {group})")
 
     def metric(self, run: str, field: str = LOSS) -> float:
         if run not in self.runs:
@@ -175,6 +199,7 @@ def evaluate(expression: str | float | int, reports: Reports):
                  "seeds": reports.seeds, "window": reports.window, "at": reports.at,
                  "baseline": reports.baseline, "published": reports.published,
                  "grad": reports.grad, "grads": reports.grads,
+                 "lr_sensitivity": reports.lr_sensitivity, "max_trainable_lr": reports.max_trainable_lr,
                  "abs": _absolute}
 
     def walk(node):

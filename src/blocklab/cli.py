@@ -21,13 +21,15 @@ def main() -> None:
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @reports_errors
 def show_params(params_file: str) -> None:
-    """Validate params.yaml and print every run's fully resolved settings."""
+    """Validate params.yaml and print every run's fully resolved settings: each ablation's variants, then
+    each map's cells (a map's variant crossed with its axes)."""
     import pandas as pd
 
+    params = load_params(params_file)
     rows = []
-    for spec in load_params(params_file).specs():
-        rows.append({"ablation": spec.ablation, "variant": spec.variant, "seeds": ",".join(map(str, spec.seeds)),
-                     **asdict(spec.model), **asdict(spec.train)})
+    for spec in params.specs() + params.map_specs():
+        rows.append({"ablation": spec.ablation, "variant": spec.variant, "cell": spec.cell or "-",
+                     "seeds": ",".join(map(str, spec.seeds)), **asdict(spec.model), **asdict(spec.train)})
     click.echo(pd.DataFrame(rows).to_string(index=False))
 
 
@@ -200,6 +202,7 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, runs_dir: st
         marked_in_words,
     )
     from blocklab.config import load_params
+    from blocklab.maps import lr_groups
     from blocklab.reference import load_reference
     from blocklab.results import write_json
 
@@ -211,7 +214,9 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, runs_dir: st
     try:
         claims = load_claims(claims_file)
         reference = load_reference(reference_file)
-        corpus = load_params(params_file).data.sha256 if Path(params_file).exists() else None
+        params = load_params(params_file) if Path(params_file).exists() else None
+        corpus = None if params is None else params.data.sha256
+        groups = {} if params is None else lr_groups(params)
     except BlocklabError as err:
         raise broken(str(err)) from None
     files = {}
@@ -221,7 +226,7 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, runs_dir: st
         files[name] = json.loads(Path(path).read_text())
     try:
         verdicts = check_claims(claims, Reports(files["metrics"], files["gradients"], reference, corpus,
-                                                Path(runs_dir) if Path(runs_dir).is_dir() else None))
+                                                Path(runs_dir) if Path(runs_dir).is_dir() else None, groups))
     except MissingResult as err:
         raise broken(f"cannot check the claims, the pipeline's reports are incomplete: {err}") from None
     except BlocklabError as err:  # an expression that cannot be evaluated: the claims file is malformed

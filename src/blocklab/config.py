@@ -2,12 +2,14 @@
 
 An ablation is a named entry of shared settings and a dict of variants; a variant is a small
 override. What a run trains with is, field by field: the variant's value, else the ablation's,
-else `defaults`.
+else `defaults`. A map is an ablation with axes: every variant is crossed with every combination of
+the axes' values (its cells), and a cell's axis values come last, over everything else.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -159,23 +161,78 @@ class Variant(_Strict):
     train: TrainOverride = TrainOverride()
 
 
-class Ablation(_Strict):
+class _Plan(_Strict):
     # seeds, model and train are required (`{}` for no override): DVC stages depend on these exact keys.
     description: str = ""
     seeds: Seeds
     model: ModelOverride
     train: TrainOverride
-    figures: list[FigureKind] = []  # extra figures beside loss curves, gradient norms and final losses
     variants: Annotated[dict[str, Variant], Field(min_length=1), AfterValidator(_plain_names)]
     # How figures and reports name each variant in words (default: its name). Apart from the variants, so
     # that renaming one re-draws the report and re-trains nothing.
     labels: dict[str, str] = {}
 
     @model_validator(mode="after")
-    def _labels_name_variants(self) -> "Ablation":
+    def _labels_name_variants(self) -> "_Plan":
         unknown = [name for name in self.labels if name not in self.variants]
         if unknown:
             raise ValueError("; ".join(_unknown("variant in labels", name, self.variants) for name in unknown))
+        return self
+
+
+class Ablation(_Plan):
+    figures: list[FigureKind] = []  # extra figures beside loss curves, gradient norms and final losses
+
+
+def _axis_values(values: list) -> list:
+    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    if repeated:  # two cells of one value would be one cell
+        raise ValueError(f"each value once: {', '.join(repeated)} repeated")
+    return values
+
+
+AxisValues = Annotated[list[Any], Field(min_length=1), AfterValidator(_axis_values)]
+# How a cell's name spells an axis: `lr0.01_w0` is lr 0.01 and warmup 0; any other field by its own name.
+AXIS_ABBREVIATIONS = {"lr": "lr", "warmup": "w"}
+
+
+def _known_settings(section: str, names: dict) -> dict:
+    allowed = [f.name for f in fields(ModelConfig if section == "model" else TrainConfig)]
+    unknown = [name for name in names if name not in allowed]
+    if unknown:
+        raise ValueError("; ".join(_unknown(f"{section} setting", name, allowed) for name in unknown))
+    return names
+
+
+class Axes(_Strict):
+    """A map's axes: settings of the model and of training, each with the values its cells take."""
+
+    model: Annotated[dict[str, AxisValues], AfterValidator(lambda names: _known_settings("model", names))] = {}
+    train: Annotated[dict[str, AxisValues], AfterValidator(lambda names: _known_settings("train", names))] = {}
+
+    @model_validator(mode="after")
+    def _some_axis(self) -> "Axes":
+        if not self.model and not self.train:
+            raise ValueError("a map needs at least one axis, e.g. axes: {train: {lr: [0.001, 0.01, 0.1]}}")
+        return self
+
+    def grid(self) -> list[tuple[str, str, list]]:
+        """(section, name, values) of every axis, model's first, in the order written."""
+        return [("model", n, v) for n, v in self.model.items()] + [("train", n, v) for n, v in self.train.items()]
+
+
+class Map(_Plan):
+    """An ablation with axes: each variant trained in every cell of the axes' grid, every seed."""
+
+    axes: Axes
+
+    @model_validator(mode="after")
+    def _variants_leave_axes_alone(self) -> "Map":
+        for name, variant in self.variants.items():
+            for section, field, _ in self.axes.grid():
+                if getattr(getattr(variant, section), field) is not None:
+                    raise ValueError(f"variant '{name}' sets {section}.{field}, which is an axis of the map: "
+                                     f"its cells set it (drop it from the variant)")
         return self
 
 
@@ -206,9 +263,19 @@ class RunSpec:
     model: ModelConfig
     train: TrainConfig
     seeds: tuple[int, ...]
+    cell: str = ""  # a map's cell (e.g. `lr0.01_w0`); empty for an ablation's variant
+
+    @property
+    def name(self) -> str:
+        """`<ablation>/<variant>`, or a map cell's `<map>/<variant>/<cell>`."""
+        return f"{self.ablation}/{self.variant}" + (f"/{self.cell}" if self.cell else "")
 
     def key(self, seed: int) -> str:
-        return f"{self.ablation}/{self.variant}/seed{seed}"
+        return f"{self.name}/seed{seed}"
+
+    def directory(self, variant_dir: Path) -> Path:
+        """Where its seeds' folders lie, in its variant's output folder."""
+        return Path(variant_dir) / self.cell if self.cell else Path(variant_dir)
 
 
 class Params(_Strict):
@@ -216,6 +283,14 @@ class Params(_Strict):
     defaults: Defaults = Defaults()
     gradients: GradientParams = GradientParams()
     ablations: Annotated[dict[str, Ablation], Field(min_length=1), AfterValidator(_plain_names)]
+    maps: Annotated[dict[str, Map], AfterValidator(_plain_names)] = {}
+
+    @model_validator(mode="after")
+    def _one_namespace(self) -> "Params":
+        both = sorted(set(self.ablations) & set(self.maps))
+        if both:  # their runs share data/runs/<name> and the run keys <name>/...
+            raise ValueError(f"{', '.join(both)}: both an ablation and a map; give them different names")
+        return self
 
     def spec(self, ablation: str, variant: str) -> RunSpec:
         if ablation not in self.ablations:
@@ -230,15 +305,66 @@ class Params(_Strict):
         return RunSpec(ablation, variant, abl.labels.get(variant, variant), model, train, tuple(abl.seeds))
 
     def specs(self) -> list[RunSpec]:
+        """Every ablation's variants (the maps' cells: `map_specs`)."""
         return [self.spec(a, v) for a, abl in self.ablations.items() for v in abl.variants]
+
+    def cells(self, name: str, variant: str) -> list[RunSpec]:
+        """Every cell of one variant of map `name`, in grid order (the first axis slowest)."""
+        if name not in self.maps:
+            raise ParamsError(_unknown("map", name, self.maps))
+        plan = self.maps[name]
+        if variant not in plan.variants:
+            raise ParamsError(_unknown(f"variant of map '{name}'", variant, plan.variants))
+        var, axes = plan.variants[variant], plan.axes.grid()
+        where = f"maps.{name}.variants.{variant}"
+        model = _resolve(self.defaults.model, plan.model, var.model, where)
+        train = _resolve(self.defaults.train, plan.train, var.train, where)
+        cells = []
+        for values in itertools.product(*(values for _, _, values in axes)):
+            settings = {"model": {}, "train": {}}
+            for (section, field, _), value in zip(axes, values):
+                settings[section][field] = value
+            where_cell = f"maps.{name}.axes ({', '.join(f'{s}.{f}={v!r}' for (s, f, _), v in zip(axes, values))})"
+            cell_model = _replace_checked(model, settings["model"], where_cell)
+            cell_train = _replace_checked(train, settings["train"], where_cell)
+            resolved = {"model": cell_model, "train": cell_train}
+            cell = "_".join(f"{AXIS_ABBREVIATIONS.get(field, field)}{_spelled(getattr(resolved[section], field))}"
+                            for section, field, _ in axes)
+            cells.append(RunSpec(name, variant, plan.labels.get(variant, variant), cell_model, cell_train,
+                                 tuple(plan.seeds), cell))
+        names = [c.cell for c in cells]
+        if len(set(names)) < len(names):
+            raise ParamsError(f"maps.{name}.axes: two values of one axis make the same cell "
+                              f"({', '.join(sorted({n for n in names if names.count(n) > 1}))}): list each value once")
+        return cells
+
+    def map_specs(self, name: str | None = None) -> list[RunSpec]:
+        """Every cell of every variant of every map (or of map `name`)."""
+        return [cell for m, plan in self.maps.items() if name in (None, m) for v in plan.variants
+                for cell in self.cells(m, v)]
+
+    def runs_of(self, name: str, variant: str) -> list[RunSpec]:
+        """What one train stage trains: an ablation's variant, or every cell of a map's variant."""
+        return self.cells(name, variant) if name in self.maps else [self.spec(name, variant)]
 
 
 def _resolve(default, ablation: BaseModel, variant: BaseModel, where: str):
     overrides = {**ablation.model_dump(exclude_none=True), **variant.model_dump(exclude_none=True)}
+    return _replace_checked(default, overrides, where)
+
+
+def _replace_checked(settings, overrides: dict, where: str):
     try:
-        return replace(default, **overrides)
+        return replace(settings, **overrides)
     except ValidationError as err:
         raise ParamsError(f"{where}: " + "; ".join(_describe(e) for e in _one_error_per_union(err.errors()))) from None
+
+
+def _spelled(value) -> str:
+    """An axis value as a cell's name writes it: 0.01, 1e-05, 100, true."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _unknown(what: str, name: str, known) -> str:
@@ -261,6 +387,10 @@ def _allowed_keys(loc: tuple) -> list[str]:
         return list(GradientParams.model_fields)
     if len(parent) == 2 and parent[0] == "ablations":
         return list(Ablation.model_fields)
+    if len(parent) == 2 and parent[0] == "maps":
+        return list(Map.model_fields)
+    if len(parent) == 3 and parent[0] == "maps" and parent[2] == "axes":
+        return list(Axes.model_fields)
     if len(parent) == 4 and parent[2] == "variants":
         return list(Variant.model_fields)
     if parent == ():
@@ -302,13 +432,13 @@ def _one_error_per_union(errors: list[dict]) -> list[dict]:
     return merged
 
 
-def parse_params(raw: Any) -> Params:
+def parse_params(raw: Any, name: str = PARAMS_FILE) -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as err:
         problems = [_describe(e) for e in _one_error_per_union(err.errors())]
         raise ParamsError(
-            f"params.yaml has {len(problems)} problem{'s' * (len(problems) > 1)}:\n  - " + "\n  - ".join(problems)
+            f"{name} has {len(problems)} problem{'s' * (len(problems) > 1)}:\n  - " + "\n  - ".join(problems)
         ) from None
 
 
@@ -321,6 +451,7 @@ def load_params(path: str | Path = PARAMS_FILE) -> Params:
         raise ParamsError(f"{path} not found: run from the repository root or pass --params") from None
     except yaml.YAMLError as err:
         raise ParamsError(f"{path} is not valid YAML: {err}") from None
-    params = parse_params(raw)
-    params.specs()  # resolve every variant now, so a bad override is reported before any work
+    params = parse_params(raw, path.name)
+    params.specs()  # resolve every variant and every map cell now, so a bad override is reported before any work
+    params.map_specs()
     return params

@@ -258,3 +258,71 @@ def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: d
     plot_table(curves, "loss").to_csv(tables_dir / f"{ablation}_loss.csv", index=False)
     plot_table(curves, "grad_norm").to_csv(tables_dir / f"{ablation}_grad_norm.csv", index=False)
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}
+
+
+def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    """One panel per variant: learning rate (columns) x the other axes (rows, e.g. warmup); colour = seed-mean
+    final validation loss on one scale for every panel, the unigram baseline marked on the colour bar; a
+    cell where a seed collapsed or diverged is marked with how many did."""
+    import numpy as np
+
+    variants = list(dict.fromkeys(cells["label"]))
+    lrs = sorted(cells["lr"].unique())
+    groups = list(dict.fromkeys(cells["group"]))
+    words = dict(zip(cells["group"], cells["group_label"]))
+    recorded = cells["val_loss_mean"].dropna()
+    low, high = float(recorded.min()), max(float(recorded.max()), baselines["unigram_val"] + 0.05)
+    fig, axes = plt.subplots(1, len(variants), figsize=(3.2 * len(variants) + 1.2, 1.1 * len(groups) + 1.9),
+                             squeeze=False, sharey=True)
+    image = None
+    for ax, label in zip(axes[0], variants):
+        mine = cells[cells["label"] == label].set_index(["group", "lr"])
+        grid = np.array([[mine.loc[(g, lr), "val_loss_mean"] if (g, lr) in mine.index else np.nan for lr in lrs]
+                         for g in groups], dtype=float)
+        image = ax.imshow(grid, cmap="viridis_r", vmin=low, vmax=high, aspect="auto")
+        for i, g in enumerate(groups):
+            for j, lr in enumerate(lrs):
+                if (g, lr) not in mine.index:
+                    continue
+                cell = mine.loc[(g, lr)]
+                failed = int(cell["collapsed"]) + int(cell["diverged"])
+                text = "diverged" if np.isnan(grid[i, j]) else f"{grid[i, j]:.2f}"
+                if failed:
+                    text += f"\n× {failed}/{int(cell['seeds'])}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                        color="white" if np.isnan(grid[i, j]) or grid[i, j] < (low + high) / 2 else "black")
+        ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs], fontsize=7)
+        ax.set_yticks(range(len(groups)), [words[g] for g in groups], fontsize=8)
+        ax.set(title=label, xlabel="learning rate")
+    bar = fig.colorbar(image, ax=axes[0].tolist(), shrink=0.9, pad=0.02)
+    bar.set_label("final validation loss, seed mean", fontsize=8)
+    bar.ax.axhline(baselines["unigram_val"], color="red", lw=2)
+    bar.ax.text(1.05, baselines["unigram_val"], " unigram", transform=bar.ax.get_yaxis_transform(), color="red",
+                fontsize=7, va="center")
+    fig.suptitle(textwrap.fill(title + " (× k/n: k of n seeds collapsed or diverged)", TITLE_WIDTH + 40),
+                 fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def lr_sensitivity_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    """Wortsman et al.'s figure: final validation loss against learning rate (log axis), one line per variant,
+    one panel per group (e.g. warmup), the seeds' range as a band, the unigram baseline dashed."""
+    groups = list(dict.fromkeys(cells["group"]))
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4.5), squeeze=False, sharey=True)
+    for ax, group in zip(axes[0], groups):
+        for label, lines in cells[cells["group"] == group].groupby("label", sort=False):
+            lines = lines.sort_values("lr")
+            line, = ax.plot(lines["lr"], lines["val_loss_mean"], marker="o", label=label)
+            ax.fill_between(lines["lr"], lines["val_loss_min"], lines["val_loss_max"], color=line.get_color(),
+                            alpha=0.2, lw=0)
+        ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1,
+                   label=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
+        ax.set_xscale("log")
+        ax.set(title=cells.loc[cells["group"] == group, "group_label"].iloc[0], xlabel="learning rate",
+               ylabel=f"final validation {LOSS_LABEL}")
+        ax.legend(fontsize=7, title="seed mean; band = seed range", title_fontsize=7)
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH + 40), fontsize=10)
+    return _save(fig, path)

@@ -12,14 +12,15 @@ from blocklab.intervals import half_width
 from blocklab.reference import published, published_loss
 from blocklab.results import read_curve, read_metrics, read_timing, run_dir
 
-COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends this close to the unigram baseline
+COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends no more than this below the unigram baseline (or above it)
 
 
 def collect(params: Params, runs_dir: Path, baselines: dict) -> tuple[dict, dict]:
-    """(metrics, timings) for every run params.yaml defines, keyed `<ablation>/<variant>/seed<k>`."""
+    """(metrics, timings) for every run params.yaml defines, keyed `<ablation>/<variant>/seed<k>` (a map's
+    `<map>/<variant>/<cell>/seed<k>`)."""
     runs, timings = {}, {}
-    for spec in params.specs():
-        variant_dir = Path(runs_dir) / spec.ablation / spec.variant
+    for spec in params.specs() + params.map_specs():
+        variant_dir = spec.directory(Path(runs_dir) / spec.ablation / spec.variant)
         for seed in spec.seeds:
             directory = run_dir(variant_dir, seed)
             if not (directory / "metrics.json").exists():
@@ -28,7 +29,7 @@ def collect(params: Params, runs_dir: Path, baselines: dict) -> tuple[dict, dict
                 )
             metrics = read_metrics(directory)
             final = metrics["train_loss_last25"]
-            metrics["collapsed"] = final is not None and abs(final - baselines["unigram"]) <= COLLAPSE_MARGIN
+            metrics["collapsed"] = final is not None and final >= baselines["unigram"] - COLLAPSE_MARGIN
             runs[spec.key(seed)] = metrics
             timings[spec.key(seed)] = read_timing(directory)
     return {"baselines": baselines, "runs": runs}, timings
@@ -218,7 +219,7 @@ def samples_section(samples: dict, params: Params) -> str:
 
 def summary_markdown(params: Params, metrics: dict, reference: dict, figures: dict[str, dict[str, str]],
                      gradients: dict | None = None, gradient_figure: str | None = None,
-                     claims: str | None = None, samples: dict | None = None) -> str:
+                     claims: str | None = None, samples: dict | None = None, maps: list[str] | None = None) -> str:
     """reports/summary.md: the baselines, the claims' verdicts (`claims`, from `claims.verdicts_markdown`), then one
     section per ablation, the gradient analysis, and what the models write (`samples`, reports/samples.json);
     `figures` paths are relative."""
@@ -226,8 +227,8 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
     parts = [
         "# blocklab: what each ingredient of the block does\n",
         "Losses are cross-entropy in nats per character. A run is *collapsed* when its final training loss "
-        f"(mean of the last 25 steps) is within {COLLAPSE_MARGIN} of the unigram baseline: it has learnt "
-        "the character frequencies and nothing more. A loss over seeds is the seed mean ± the half-width of its "
+        f"(mean of the last 25 steps) ends less than {COLLAPSE_MARGIN} below the unigram baseline, or above it: it "
+        "has learnt the character frequencies and nothing more. A loss over seeds is the seed mean ± the half-width of its "
         "95% Student-t interval; *published* is the lesson's figure where there is one for this corpus.\n",
         "| baseline | loss |\n|---|---|\n"
         f"| unigram entropy (train) | {b['unigram']:.4f} |\n"
@@ -245,6 +246,7 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
             f"{variant_table(runs, reference, name, b, params.data.sha256)}\n\n"
             f"**Finding.** {finding(runs, b, list(ablation.figures))}\n\n{images}\n"
         )
+    parts += maps or []  # blocklab.maps.map_section: one per map
     if gradients is not None:
         parts.append(gradient_section(gradients, reference, gradient_figure))
     if samples is not None:

@@ -3,9 +3,12 @@
     <runs>/<ablation>/<variant>/seed<k>/curve.csv     step, loss, grad_norm, lr, val_loss
     <runs>/<ablation>/<variant>/seed<k>/metrics.json  final metrics (deterministic)
     <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds, tokens/s, start and end of its training,
-                                                      the step it resumed from (not deterministic)
+                                                      the step it resumed from, its wall time in the runner
+                                                      (`cell_seconds`, set-up included; not deterministic)
     <runs>/<ablation>/<variant>/seed<k>/model.pt      the final weights with what rebuilds the model: its resolved
                                                       settings and the vocabulary (`sampling.read_model`)
+
+A map's runs lie one folder deeper, by cell: <runs>/<map>/<variant>/<cell>/seed<k>/.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ def write_run(directory: Path, result: "RunResult", tokens_per_step: int, model:
     write_json(
         directory / "timing.json",
         {"seconds": result.seconds, "tokens_per_second": steps * tokens_per_step / result.seconds,
-         "resumed_from_step": result.resumed_from, "started_at": result.started_at, "ended_at": result.ended_at},
+         "resumed_from_step": result.resumed_from, "started_at": result.started_at, "ended_at": result.ended_at,
+         "cell_seconds": result.cell_seconds},
     )
     if model is not None and result.weights is not None:
         import torch  # here: the stages that only read results need no torch

@@ -9,7 +9,10 @@ runs trains and with how many threads, and is the one place that forks, waits an
   the same whatever the machine's cores and whatever else shares them. One thread is the count whose
   results are the lesson's: the plain loop at one thread reproduces every figure of table A here to
   0.0005, where at two threads post-norm's collapsed seed 1 lands 0.019 away (docs/performance.md).
-- A variant's seeds train at the same time, one forked worker process each. A forked child that never
+- `run_cell` is the cell runner: one run's resolved settings and the corpus in, its results out. Any
+  executor calls it; here, `train_runs` runs many at once. A variant's seeds train at the same time, one
+  forked worker process each; a map's many cells in a pool of long-lived workers, one per core, each
+  taking the next cell as it finishes one (torch set up once per worker). A forked child that never
   uses a second thread does not touch the OpenMP thread pool its parent may have started (GNU OpenMP
   is not fork-safe: a child forked from a process whose pool is alive and that then uses several
   threads waits on a futex forever), so forking is safe whatever the parent did first.
@@ -23,14 +26,16 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from blocklab.config import ModelConfig, TrainConfig
+from blocklab.config import ModelConfig, RunSpec, TrainConfig
+from blocklab.data import Corpus
 from blocklab.errors import BlocklabError
 from blocklab.threads import torch_threads
 from blocklab.training import RunResult, resolve_device, train_run
@@ -40,84 +45,121 @@ DEFAULT_STALL_MINUTES = 10.0
 POLL_SECONDS = 1.0  # how often the stage looks at its workers' progress
 THREADS = 1  # every CPU run's intra-op threads: see the module's docstring
 
-# Set in each worker process by `_start_worker`: where it reports its progress.
-_progress: dict = {}
+# Set in each worker process by `_start_worker`: where it reports its progress, and the corpus.
+_worker: dict = {}
 
 
-def train_seeds(
-    model_cfg: ModelConfig,
-    train_cfg: TrainConfig,
-    seeds: Sequence[int],
-    train: torch.Tensor,
-    val: torch.Tensor,
-    vocab_size: int,
-    label: str | None = None,
-    checkpoint_dir: Path | None = None,
-) -> dict[int, RunResult]:
-    """Train every seed of one variant: on the CPU one thread each, side by side in worker processes, one
-    per seed (also past the core count: three seeds time-sliced on two cores end sooner than two at a time
-    and the third alone, see docs/performance.md); on a GPU one after the other."""
-    jobs = [
-        dict(model_cfg=model_cfg, train_cfg=train_cfg, seed=seed, train=train, val=val, vocab_size=vocab_size,
-             progress=None if label is None else f"{label}/seed{seed}", position=i,
-             checkpoint=None if checkpoint_dir is None else Path(checkpoint_dir) / f"seed{seed}.pt")
-        for i, seed in enumerate(seeds)
-    ]
-    if resolve_device(train_cfg.device).type != "cpu":
-        return {job["seed"]: train_run(**job) for job in jobs}
-    if len(jobs) == 1:
-        with torch_threads(THREADS):
-            return {jobs[0]["seed"]: train_run(**jobs[0])}
-    return _in_workers(jobs, label)
+@dataclass(frozen=True)
+class Job:
+    """One run, fully resolved: what the cell runner needs besides the corpus."""
+
+    key: str  # its run key, e.g. `norm_order/post/seed0` or `stability/post/lr0.01_w0/seed1`
+    model: ModelConfig
+    train: TrainConfig
+    seed: int
+    checkpoint: Path | None = None  # where a long run keeps its checkpoint (None: it keeps none)
 
 
-def _in_workers(jobs: list[dict], label: str | None) -> dict[int, RunResult]:
-    """Each job in a forked one-thread worker process, all at once, watched for progress."""
+def jobs_of(spec: RunSpec, seeds: Sequence[int] | None = None, checkpoint_dir: Path | None = None) -> list[Job]:
+    """A variant's (or a map cell's) seeds as jobs."""
+    return [Job(spec.key(seed), spec.model, spec.train, seed,
+                None if checkpoint_dir is None else spec.directory(checkpoint_dir) / f"seed{seed}.pt")
+            for seed in (spec.seeds if seeds is None else seeds)]
+
+
+def run_cell(job: Job, corpus: Corpus, progress: bool = False, position: int = 0,
+             on_step: Callable[[int], None] | None = None) -> RunResult:
+    """The cell runner: one run from its resolved settings and the corpus to its results, on the CPU at one
+    thread (see the module's docstring), on a GPU as the GPU rounds. What any executor calls: this module's
+    local workers, or another machine's."""
+    run = dict(model_cfg=job.model, train_cfg=job.train, seed=job.seed, train=corpus.train, val=corpus.val,
+               vocab_size=corpus.vocab_size, progress=job.key if progress else None, position=position,
+               checkpoint=job.checkpoint, on_step=on_step)
+    if resolve_device(job.train.device).type != "cpu":
+        return train_run(**run)
+    with torch_threads(THREADS):
+        return train_run(**run)
+
+
+def train_runs(jobs: Sequence[Job], corpus: Corpus, workers: int | None = None, progress: bool = True
+               ) -> dict[str, RunResult]:
+    """Train every job, keyed by its run key. On the CPU, in forked one-thread worker processes: one per job
+    by default (a variant's few seeds: three seeds time-sliced on two cores end sooner than two at a time
+    and the third alone, see docs/performance.md), or a pool of `workers` long-lived ones that take the next
+    job as each finishes (a map's many cells: torch set up once per worker, not once per cell). On a GPU, one
+    after the other. Each result's `cell_seconds` is its wall time in the runner, from the moment its worker
+    took it to the moment its result was back: the per-run overhead is that minus its training time."""
+    jobs = list(jobs)
+    if not jobs:
+        return {}
+    if len(jobs) == 1 or resolve_device(jobs[0].train.device).type != "cpu":
+        results = {}
+        for job in jobs:
+            taken = time.time()
+            result = results[job.key] = run_cell(job, corpus, progress)
+            result.cell_seconds = time.time() - taken
+        return results
+    return _in_workers(jobs, corpus, min(workers or len(jobs), len(jobs)), progress)
+
+
+def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool) -> dict[str, RunResult]:
+    """Each job in a forked one-thread worker process, `workers` at a time, watched for progress."""
     context = multiprocessing.get_context("fork")
     heartbeats = context.RawArray("d", len(jobs))  # when each job last completed a step (0: not started)
+    taken = context.RawArray("d", len(jobs))  # when a worker took each job
     pids = context.RawArray("i", len(jobs))
+    slots = context.Value("i", 0)  # how many workers have started: each one's progress-bar line
     stall = stall_seconds()
-    keys = [f"{label or 'run'}/seed{job['seed']}" for job in jobs]
-    with ProcessPoolExecutor(max_workers=len(jobs), mp_context=context, initializer=_start_worker,
-                             initargs=(heartbeats, pids)) as pool:
+    results: dict[str, RunResult] = {}
+    # The corpus reaches the workers by fork, once, not pickled with every job.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
+                             initargs=(heartbeats, taken, pids, slots, corpus, progress)) as pool:
         futures = {pool.submit(_train_job, index, job): index for index, job in enumerate(jobs)}
         pending = set(futures)
         try:
             while pending:
                 done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 for future in done:
-                    future.result()
+                    index = futures[future]
+                    result = future.result()
+                    result.cell_seconds = time.time() - taken[index]
+                    results[jobs[index].key] = result
                 now = time.time()
                 stalled = [futures[f] for f in pending if heartbeats[futures[f]] and now - heartbeats[futures[f]] > stall]
                 if stalled:
                     _kill(pids)
                     raise BlocklabError(
-                        f"{', '.join(keys[i] for i in stalled)}: no training step completed for "
+                        f"{', '.join(jobs[i].key for i in stalled)}: no training step completed for "
                         f"{stall / 60:g} minutes, so its worker (pid {', '.join(str(pids[i]) for i in stalled)}) "
                         f"was stopped. Run the stage again (`dvc repro`); if it stalls again, see where it waits "
                         f"with `py-spy dump --pid <pid>` while it hangs, and report it. A machine that is this "
                         f"slow on purpose can allow more time with {STALL_ENV}=<minutes>.")
         except BrokenProcessPool:
-            running = [keys[i] for i in range(len(jobs)) if heartbeats[i]]
+            running = [jobs[i].key for i in range(len(jobs)) if heartbeats[i] and jobs[i].key not in results]
             raise BlocklabError(
                 f"a worker training {', '.join(running) or 'these runs'} died (killed, or out of memory?): "
                 f"nothing was written; run the stage again (`dvc repro`)") from None
         except BaseException:
             _kill(pids)
             raise
-        return {jobs[futures[f]]["seed"]: f.result() for f in futures}
+    return {job.key: results[job.key] for job in jobs}
 
 
-def _start_worker(heartbeats, pids) -> None:
+def _start_worker(heartbeats, taken, pids, slots, corpus: Corpus, progress: bool) -> None:
     torch.set_num_threads(THREADS)  # first, before any torch work in this process
-    _progress.update(heartbeats=heartbeats, pids=pids)
+    with slots.get_lock():
+        position = slots.value
+        slots.value += 1
+    _worker.update(heartbeats=heartbeats, taken=taken, pids=pids, corpus=corpus, progress=progress,
+                   position=position)
 
 
-def _train_job(index: int, job: dict) -> RunResult:
-    heartbeats = _progress["heartbeats"]
-    _progress["pids"][index] = os.getpid()
-    heartbeats[index] = time.time()
-    return train_run(**job, on_step=lambda step: heartbeats.__setitem__(index, time.time()))
+def _train_job(index: int, job: Job) -> RunResult:
+    heartbeats = _worker["heartbeats"]
+    _worker["taken"][index] = heartbeats[index] = time.time()
+    _worker["pids"][index] = os.getpid()
+    return run_cell(job, _worker["corpus"], _worker["progress"], position=_worker["position"],
+                    on_step=lambda step: heartbeats.__setitem__(index, time.time()))
 
 
 def _kill(pids) -> None:

@@ -56,7 +56,7 @@ def tracking_uri() -> str:
 
 def variant_key(spec: RunSpec, seed_keys: list[str]) -> str:
     """A parent run's key: its variant and the keys of the seed runs it summarises."""
-    return f"{spec.ablation}/{spec.variant}@{hashlib.sha256(' '.join(seed_keys).encode()).hexdigest()[:16]}"
+    return f"{spec.name}@{hashlib.sha256(' '.join(seed_keys).encode()).hexdigest()[:16]}"
 
 
 def run_key(spec: RunSpec, seed: int, directory: Path) -> str:
@@ -71,7 +71,7 @@ def run_key(spec: RunSpec, seed: int, directory: Path) -> str:
 def flat_params(spec: RunSpec, seed: int) -> dict[str, str]:
     return {**{f"model.{k}": str(v) for k, v in asdict(spec.model).items()},
             **{f"train.{k}": str(v) for k, v in asdict(spec.train).items()},
-            "seed": str(seed), "ablation": spec.ablation, "variant": spec.variant}
+            "seed": str(seed), "ablation": spec.ablation, "variant": spec.variant, **({"cell": spec.cell} if spec.cell else {})}
 
 
 def _git_commit() -> str | None:
@@ -156,7 +156,9 @@ def _curve_metrics(curve: pd.DataFrame, start_ms: int | None, end_ms: int | None
 
 def _tags(spec: RunSpec, key: str) -> dict[str, str]:
     tags = {RUN_KEY_TAG: key, "blocklab.ablation": spec.ablation, "blocklab.variant": spec.variant,
-            "dvc.stage": f"train_{spec.ablation}@{spec.variant}"}
+            "dvc.stage": f"{'map' if spec.cell else 'train'}_{spec.ablation}@{spec.variant}"}
+    if spec.cell:
+        tags["blocklab.cell"] = spec.cell
     if commit := _git_commit():
         tags["mlflow.source.git.commit"] = commit
     if exp_name := os.environ.get("DVC_EXP_NAME"):  # set by `dvc exp run`, queued or not
@@ -184,7 +186,7 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
     from mlflow.entities import Metric, Param
 
     experiment_id = _experiment_id(client, f"blocklab/{spec.ablation}")
-    name = f"{spec.variant}/seed{seed}"
+    name = f"{spec.name.split('/', 1)[1]}/seed{seed}"
     tags = _tags(spec, key)
     if parent_id is not None:
         tags[PARENT_TAG] = parent_id
@@ -266,21 +268,23 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
     uri = uri or tracking_uri()
     result = {"uri": uri, "logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {},
               "train_seconds": {}}
-    specs = params.specs()
+    specs = params.specs() + params.map_specs()  # a map's cells: a parent run each, its seeds under it
     try:
         ensure_store(uri)
         client = _client(uri)
-        stored = stored_runs(client, list(params.ablations))
+        stored = stored_runs(client, list(params.ablations) + list(params.maps))
     except Exception as err:  # noqa: BLE001 - any store failure must leave the results alone
         result["failed"] = {spec.key(seed): _reason(err) for spec in specs for seed in spec.seeds}
         return result
     for spec in specs:
-        directories = {seed: run_dir(Path(runs_dir) / spec.ablation / spec.variant, seed) for seed in spec.seeds}
+        directories = {seed: run_dir(spec.directory(Path(runs_dir) / spec.ablation / spec.variant), seed)
+                       for seed in spec.seeds}
         untrained = [seed for seed, d in directories.items() if not (d / "metrics.json").exists()]
         for seed in untrained:
             result["failed"][spec.key(seed)] = f"not trained: no results in {directories[seed]} (run `dvc repro`)"
         if not untrained:
-            figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir else None
+            # A map's cells log no figure, model or sample each: the map's figures are its own (reports/figures).
+            figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir and not spec.cell else None
             _log_variant(client, spec, directories, stored, baselines, figure, result)
     return result
 
@@ -300,7 +304,7 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
         _delete_incomplete(client, stored.get(parent_key, []))
         start_ms, end_ms = training_times(directories.values())
         parent_id = client.create_run(_experiment_id(client, f"blocklab/{spec.ablation}"), start_time=start_ms,
-                                      run_name=spec.variant, tags=_tags(spec, parent_key)).info.run_id
+                                      run_name=spec.name.split("/", 1)[1], tags=_tags(spec, parent_key)).info.run_id
     except Exception as err:  # noqa: BLE001
         result["failed"].update({spec.key(seed): _reason(err) for seed in keys})
         return
@@ -327,11 +331,12 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
         shared = {k: v for k, v in flat_params(spec, spec.seeds[0]).items() if k != "seed"}
         _log_all(client, parent_id, variant_metrics(directories, baselines, end_ms or int(time.time() * 1000)),
                  [Param(k, v) for k, v in {**shared, "seeds": ",".join(map(str, keys))}.items()])
-        log_model_and_sample(client, parent_id, directories[spec.seeds[0]])
+        if not spec.cell:
+            log_model_and_sample(client, parent_id, directories[spec.seeds[0]])
         client.set_terminated(parent_id, status=COMPLETE, end_time=end_ms)
         result["variants"] += 1
     except Exception as err:  # noqa: BLE001
-        result["failed"][f"{spec.ablation}/{spec.variant}"] = _reason(err)
+        result["failed"][spec.name] = _reason(err)
 
 
 MODEL_NAME = "model"

@@ -25,7 +25,7 @@ from blocklab.optimizer import AdamW
 
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
 EVAL_BATCH = 256  # validation windows per forward pass
-CHECKPOINT_FORMAT = 3  # 3: blocklab.optimizer.AdamW's flat state
+CHECKPOINT_FORMAT = 4  # 3: blocklab.optimizer.AdamW's flat state; 4: with the loss at initialisation
 
 
 def resolve_device(name: str) -> torch.device:
@@ -63,6 +63,7 @@ class RunResult:
     weights: dict | None = None  # the final state dict, on the CPU
     started_at: float = 0.0  # wall-clock time (time.time()) when its training started and ended
     ended_at: float = 0.0
+    cell_seconds: float = 0.0  # its wall time in `blocklab.runner`, set up and results included (set there)
 
 
 def loss_and_gradients(model: torch.nn.Module, params: list[torch.Tensor], chunk: torch.Tensor
@@ -160,6 +161,9 @@ def train_run(
             first = saved["step"]
             losses[:first], grad_norms[:first] = saved["losses"], saved["grad_norms"]
             val_losses.update(saved["val_losses"])
+            init_loss = saved["val_loss_init"]
+    if first == 0:  # the validation loss at initialisation (no randomness drawn: the batches stay the lesson's)
+        init_loss = evaluate_loss(model, val_x, val_y)
     started, started_at = time.perf_counter(), time.time()
     for step in tqdm(range(first, steps), desc=progress, disable=progress is None, position=position, leave=False,
                      initial=first, total=steps):
@@ -182,7 +186,7 @@ def train_run(
                 "fingerprint": fingerprint, "step": step + 1, "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                 "losses": losses[: step + 1].clone(), "grad_norms": grad_norms[: step + 1].clone(),
-                "val_losses": dict(val_losses)})
+                "val_losses": dict(val_losses), "val_loss_init": init_loss})
     seconds, ended_at = time.perf_counter() - started, time.time()
     if every:
         Path(checkpoint).unlink(missing_ok=True)
@@ -200,6 +204,7 @@ def train_run(
         # None where a diverged run has no finite value to report (JSON has no NaN).
         "train_loss_last25": sum(last) / len(last) if last else None,
         "val_loss": _finite_or_none(val_losses[done - 1]),
+        "val_loss_init": _finite_or_none(init_loss),  # before the first step: what LR sensitivity caps a loss at
         "max_grad_norm": max(finite_norms) if finite_norms else None,
         "diverged": diverged_at is not None,
         "diverged_at_step": diverged_at,
@@ -209,6 +214,9 @@ def train_run(
         "share_attention": counts["attention"] / counts["total"],
         "share_feed_forward": counts["feed_forward"] / counts["total"],
         "steps": done,
+        # What produced it, so that a result restored from a shared DVC remote says where it came from.
+        "device": device.type,
+        "torch_version": torch.__version__,
     }
     if train_cfg.eval_batches:  # only then: the metrics of runs without it stay as they were
         metrics["val_loss_batches"] = _finite_or_none(random_batches_loss(

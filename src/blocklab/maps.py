@@ -1,0 +1,234 @@
+"""Maps, not points: where each block trains over a grid of settings (params.yaml `maps:`).
+
+A map's cells are its variants crossed with its axes (`Params.cells`); each (variant, cell, seed) is a run
+`<map>/<variant>/<cell>/seed<k>`, trained by the train stage like any other. This module reads them back:
+
+- per cell, the seed-mean final validation loss with its spread, and how many seeds collapsed or diverged
+  (reports/maps/<map>_cells.csv, a `dvc plots` source, and the heatmaps);
+- per variant and *group* (a group: the cells that share every axis value but the learning rate, e.g.
+  `w0`, no warmup), the learning-rate sensitivity of Wortsman et al. 2023 (*Small-scale proxies for
+  large-scale Transformer training instabilities*, section 3.2),
+
+      LR sensitivity = E over the grid's learning rates eta of [ min(l(eta), l0) - l* ]
+
+  where l(eta) is the final validation loss trained at eta (a run that diverged counts as l0), l0 the
+  validation loss at initialisation (measured before the first step of each run) and l* the best final
+  loss on the grid; computed per seed, so that two variants compare paired by seed. Beside it the best
+  learning rate (the lowest seed-mean final loss) and the range of learning rates at which no seed
+  collapses or diverges (reports/maps.json, which `dvc exp show` lists).
+
+A run *trains* when it neither diverged nor collapsed (its final training loss ends no more than
+`report.COLLAPSE_MARGIN` below the unigram baseline). A grid where nothing trains has a small LR
+sensitivity by this definition (every loss sits near l*): its trainable range, empty, says so.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from blocklab.config import Params, RunSpec
+from blocklab.config import _spelled as spelled  # how a cell's name writes a value
+from blocklab.intervals import half_width
+
+LR_FIELD = "lr"
+
+
+def lr_sensitivity(final: list[float | None], initial: list[float]) -> float:
+    """Wortsman et al.'s LR sensitivity of one grid: `final[i]` is the final loss at the grid's i-th learning
+    rate (None: the run diverged), `initial[i]` that run's loss at initialisation."""
+    if not final or len(final) != len(initial):
+        raise ValueError("one final and one initial loss per learning rate of the grid")
+    capped = [l0 if loss is None or not math.isfinite(loss) else min(loss, l0) for loss, l0 in zip(final, initial)]
+    best = min(capped)  # l*: the best final loss on the grid
+    return math.fsum(c - best for c in capped) / len(capped)
+
+
+def group_name(spec: RunSpec) -> str:
+    """The cell's name without its learning rate (`lr0.01_w0` -> `w0`; `all` when the lr is the only axis)."""
+    parts = [p for p in spec.cell.split("_") if not (p.startswith(LR_FIELD) and _is_number(p[len(LR_FIELD):]))]
+    return "_".join(parts) or "all"
+
+
+def group_words(spec: RunSpec, axes: list[tuple[str, str, list]]) -> str:
+    """A cell's group for people: `warmup 100`, `n_layers 4, warmup 0` (`every cell` when lr is the only axis)."""
+    settings = {"model": spec.model, "train": spec.train}
+    return ", ".join(f"{field} {spelled(getattr(settings[section], field))}" for section, field, _ in axes
+                     if field != LR_FIELD) or "every cell"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def lr_groups(params: Params) -> dict[str, dict[str, list[tuple[float, str]]]]:
+    """Per `<map>/<variant>`, per group, its cells `(lr, <map>/<variant>/<cell>)` from the lowest lr up: what
+    `lr_sensitivity(...)` and `max_trainable_lr(...)` in claims.yaml read. Maps without an lr axis have none."""
+    groups: dict[str, dict[str, list[tuple[float, str]]]] = {}
+    for name, plan in params.maps.items():
+        if LR_FIELD not in plan.axes.train:
+            continue
+        for spec in params.map_specs(name):
+            groups.setdefault(f"{name}/{spec.variant}", {}).setdefault(group_name(spec), []).append(
+                (spec.train.lr, spec.name))
+    return {v: {g: sorted(cells) for g, cells in by_group.items()} for v, by_group in groups.items()}
+
+
+def trains(run: dict) -> bool:
+    """A run trains when it neither diverged nor collapsed (reports/metrics.json's `collapsed`)."""
+    return not run.get("diverged") and not run.get("collapsed") and run.get("val_loss") is not None
+
+
+def _seeds_of(runs: dict, cell: str) -> dict[int, dict]:
+    prefix = f"{cell}/seed"
+    return {int(key[len(prefix):]): run for key, run in runs.items() if key.startswith(prefix)}
+
+
+def seed_sensitivities(runs: dict, cells: list[tuple[float, str]]) -> dict[int, float]:
+    """Per seed, the LR sensitivity of one group's cells (`lr_groups`), from reports/metrics.json's runs."""
+    by_cell = [_seeds_of(runs, cell) for _, cell in cells]
+    seeds = sorted(set.intersection(*(set(s) for s in by_cell)))
+    return {seed: lr_sensitivity([None if c[seed].get("diverged") else c[seed]["val_loss"] for c in by_cell],
+                                 [c[seed]["val_loss_init"] for c in by_cell]) for seed in seeds}
+
+
+def seed_max_trainable_lr(runs: dict, cells: list[tuple[float, str]]) -> dict[int, float | None]:
+    """Per seed, the largest learning rate of the group at which that seed trains (None: at none)."""
+    by_cell = [(lr, _seeds_of(runs, cell)) for lr, cell in cells]
+    seeds = sorted(set.intersection(*(set(s) for _, s in by_cell)))
+    return {seed: max((lr for lr, c in by_cell if trains(c[seed])), default=None) for seed in seeds}
+
+
+def runs_frame(params: Params, name: str, metrics: dict) -> pd.DataFrame:
+    """One row per run of map `name`: its variant, cell, group, axis values and final figures."""
+    axes = params.maps[name].axes.grid()
+    rows = []
+    for spec in params.map_specs(name):
+        settings = {"model": spec.model, "train": spec.train}
+        for seed in spec.seeds:
+            run = metrics["runs"][spec.key(seed)]
+            rows.append({"variant": spec.variant, "label": spec.label, "cell": spec.cell, "group": group_name(spec),
+                         "group_label": group_words(spec, axes),
+                         **{field: getattr(settings[section], field) for section, field, _ in axes},
+                         "seed": seed, "val_loss": run["val_loss"], "val_loss_init": run["val_loss_init"],
+                         "collapsed": bool(run["collapsed"]), "diverged": bool(run["diverged"]),
+                         "trains": trains(run)})
+    return pd.DataFrame(rows)
+
+
+def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (variant, cell): the seed-mean final validation loss, its 95% half-width and range over
+    the seeds that recorded one, and how many seeds collapsed, diverged and trained."""
+    keys = [c for c in runs.columns if c not in ("seed", "val_loss", "val_loss_init", "collapsed", "diverged",
+                                                 "trains")]
+    rows = []
+    for values, group in runs.groupby(keys, sort=False):
+        losses = group["val_loss"].dropna().astype(float)
+        rows.append({**dict(zip(keys, values)), "seeds": len(group),
+                     "val_loss_mean": round(float(losses.mean()), 6) if len(losses) else None,
+                     "val_loss_ci95": round(half_width(losses), 6) if len(losses) > 1 else None,
+                     "val_loss_min": round(float(losses.min()), 6) if len(losses) else None,
+                     "val_loss_max": round(float(losses.max()), 6) if len(losses) else None,
+                     "collapsed": int(group["collapsed"].sum()), "diverged": int(group["diverged"].sum()),
+                     "trained": int(group["trains"].sum())})
+    return pd.DataFrame(rows)
+
+
+def map_summary(params: Params, metrics: dict) -> dict[str, dict]:
+    """reports/maps.json, what `dvc exp show` lists of each map: per `<map>/<variant>/<group>`, the seed-mean
+    LR sensitivity with its 95% half-width, the best learning rate, and the smallest and largest learning
+    rate at which no seed collapses or diverges (absent when there is none)."""
+    summary = {}
+    for variant, groups in lr_groups(params).items():
+        name = variant.split("/")[0]
+        cells = cell_table(runs_frame(params, name, metrics)).set_index(["variant", "cell"])
+        for group, members in groups.items():
+            sensitivity = pd.Series(seed_sensitivities(metrics["runs"], members), dtype=float)
+            rows = [cells.loc[(variant.split("/")[1], cell.rsplit("/", 1)[1])] for _, cell in members]
+            recorded = [(row["val_loss_mean"], lr) for (lr, _), row in zip(members, rows)
+                        if row["val_loss_mean"] is not None and row["diverged"] == 0]
+            trainable = [lr for (lr, _), row in zip(members, rows) if row["trained"] == row["seeds"]]
+            entry = {"lr_sensitivity": round(float(sensitivity.mean()), 6),
+                     "lr_sensitivity_ci95": round(half_width(sensitivity), 6) if len(sensitivity) > 1 else None,
+                     "best_lr": min(recorded)[1] if recorded else None,
+                     "trainable_lr_min": min(trainable, default=None),
+                     "trainable_lr_max": max(trainable, default=None)}
+            summary[f"{variant}/{group}"] = {k: v for k, v in entry.items() if v is not None}
+    return summary
+
+
+def lr_plot_columns(params: Params, name: str) -> list[str]:
+    """The columns of reports/maps/<map>_lr.csv that `dvc plots` draws: one line per `<variant>_<group>`."""
+    return [f"{variant.split('/')[1]}_{group}" for variant, groups in lr_groups(params).items()
+            if variant.split("/")[0] == name for group in groups]
+
+
+def lr_plot_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Wide: one row per learning rate (with its log10, the axis `dvc plots` draws), one column of seed-mean
+    final validation loss per `<variant>_<group>`."""
+    wide = cells.assign(line=cells["variant"] + "_" + cells["group"]).pivot_table(
+        index=LR_FIELD, columns="line", values="val_loss_mean", sort=False)
+    wide = wide[list(dict.fromkeys(cells["variant"] + "_" + cells["group"]))].sort_index()
+    wide.insert(0, "log10_lr", [round(math.log10(lr), 6) for lr in wide.index])
+    return wide.reset_index().rename_axis(columns=None)
+
+
+def write_tables(params: Params, metrics: dict, out_dir: Path) -> dict[str, pd.DataFrame]:
+    """reports/maps/<map>_cells.csv (every cell) and <map>_lr.csv (the lr plot's lines), per map."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = {}
+    for name in params.maps:
+        cells = tables[name] = cell_table(runs_frame(params, name, metrics))
+        cells.to_csv(out_dir / f"{name}_cells.csv", index=False, lineterminator="\n")
+        if LR_FIELD in params.maps[name].axes.train:
+            lr_plot_table(cells).to_csv(out_dir / f"{name}_lr.csv", index=False, lineterminator="\n")
+    return tables
+
+
+def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path) -> dict[str, str]:
+    """Map `name`'s figures (reports/figures/<map>_heatmap.png, <map>_lr.png): their paths relative to
+    `reports_dir`, by kind."""
+    from blocklab import plots
+
+    cells = cell_table(runs_frame(params, name, metrics))
+    baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
+    drawn = {"heatmap": plots.map_heatmaps(cells, baselines, f"{name}: final validation loss per cell",
+                                           out / f"{name}_heatmap.png")}
+    if LR_FIELD in params.maps[name].axes.train:
+        drawn["lr"] = plots.lr_sensitivity_lines(
+            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023)",
+            out / f"{name}_lr.png")
+    return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}
+
+
+def map_section(params: Params, name: str, summary: dict[str, dict], figures: dict[str, str]) -> str:
+    """reports/summary.md's section of map `name`: what it is, each variant's LR sensitivity, best learning
+    rate and trainable range per group (reports/maps.json), and its figures."""
+    plan = params.maps[name]
+    axes = ", ".join(f"{section}.{field} {', '.join(map(str, values))}" for section, field, values in plan.axes.grid())
+    rows = []
+    for line, entry in summary.items():
+        map_name, variant, group = line.split("/")
+        if map_name != name:
+            continue
+        sensitivity = f"{entry['lr_sensitivity']:.3f}" + (f" ± {entry['lr_sensitivity_ci95']:.3f}"
+                                                          if "lr_sensitivity_ci95" in entry else "")
+        trainable = (f"{entry['trainable_lr_min']:g} to {entry['trainable_lr_max']:g}" if "trainable_lr_min" in entry
+                     else "none")
+        best = f"{entry['best_lr']:g}" if "best_lr" in entry else "none"
+        rows.append(f"| {plan.labels.get(variant, variant)} | {group} | {sensitivity} | {best} | {trainable} |")
+    table = ("| variant | cells | LR sensitivity | best lr | lr where no seed collapses or diverges |\n"
+             "|---|---|---|---|---|\n" + "\n".join(rows)) if rows else ""
+    images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures.items())
+    return (f"## Map: {name}\n\n{plan.description}\n\nAxes: {axes}; seeds {', '.join(map(str, plan.seeds))}; "
+            f"{len(params.map_specs(name))} cells, {len(params.map_specs(name)) * len(plan.seeds)} runs. "
+            f"LR sensitivity (Wortsman et al. 2023) is the mean over the grid's learning rates of min(final loss, "
+            f"loss at initialisation) minus the best final loss, per seed (a diverged run counts as its loss at "
+            f"initialisation); ± is the half-width of its 95% interval over the seeds.\n\n{table}\n\n{images}\n")

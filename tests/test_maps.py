@@ -1,0 +1,253 @@
+"""Maps (blocklab.maps, params.yaml `maps:`): their cells, their validation, LR sensitivity, their summary."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from click.testing import CliRunner
+
+from blocklab.cli import main
+from blocklab.config import ParamsError, parse_params
+from blocklab.maps import (
+    cell_table, group_name, group_words, lr_groups, lr_sensitivity, map_summary, runs_frame, seed_max_trainable_lr,
+    seed_sensitivities,
+)
+
+from conftest import ROOT
+
+A_MAP = {
+    "data": {"url": "u", "sha256": "0" * 64},
+    "ablations": {"a": {"seeds": [0], "model": {}, "train": {}, "variants": {"v": {}}}},
+    "maps": {"m": {"seeds": [0, 1], "model": {"n_layers": 2}, "train": {"steps": 20},
+                   "axes": {"train": {"lr": [0.001, 0.01, 0.1], "warmup": [0, 10]}},
+                   "variants": {"post": {"model": {"norm": "post"}}, "pre": {"model": {"norm": "pre"}}}}},
+}
+
+
+A_AXES = [("train", "lr", [0.001, 0.01, 0.1]), ("train", "warmup", [0, 10])]
+
+
+def a_map(**changes) -> dict:
+    raw = copy.deepcopy(A_MAP)
+    raw["maps"]["m"].update(changes)
+    return raw
+
+
+# LR sensitivity (Wortsman et al. 2023): E over the grid of [min(l(eta), l0) - l*].
+
+def test_lr_sensitivity_is_the_mean_excess_over_the_best_loss_capped_at_the_initial_loss():
+    assert lr_sensitivity([2.5, 2.2, 2.3], [4.2, 4.2, 4.2]) == pytest.approx((0.3 + 0.0 + 0.1) / 3)
+    # a loss worse than at initialisation counts as the initial loss
+    assert lr_sensitivity([2.2, 6.0], [4.2, 4.2]) == pytest.approx((0.0 + 2.0) / 2)
+    # each run's own initial loss caps it
+    assert lr_sensitivity([2.2, 6.0], [4.2, 4.0]) == pytest.approx((0.0 + 1.8) / 2)
+
+
+def test_a_diverged_cell_counts_as_its_loss_at_initialisation():
+    assert lr_sensitivity([2.5, 2.2, None], [4.2, 4.2, 4.2]) == pytest.approx((0.3 + 0.0 + 2.0) / 3)
+    assert lr_sensitivity([2.2, float("nan")], [4.2, 4.2]) == pytest.approx(1.0)
+
+
+def test_a_grid_where_every_cell_collapses_has_almost_no_sensitivity_and_no_trainable_range():
+    """By the definition every loss then sits near l*: the sensitivity is small, and only the trainable
+    range (none) says the block trained nowhere."""
+    assert lr_sensitivity([3.31, 3.30, 3.32], [4.2, 4.2, 4.2]) == pytest.approx(0.01)
+    assert lr_sensitivity([None, None], [4.2, 4.1]) == pytest.approx(0.05)
+    params = parse_params(a_map())
+    runs = made_up_runs(params, lambda variant, lr, warmup, seed: (3.31, True, False))
+    summary = map_summary(params, {"runs": runs})
+    assert summary["m/post/w0"]["lr_sensitivity"] == pytest.approx(0.0)
+    assert "trainable_lr_min" not in summary["m/post/w0"] and "trainable_lr_max" not in summary["m/post/w0"]
+
+
+def test_lr_sensitivity_needs_one_initial_loss_per_final_loss():
+    with pytest.raises(ValueError):
+        lr_sensitivity([2.2, 2.3], [4.2])
+
+
+# The cells.
+
+def test_a_map_crosses_every_variant_with_every_cell_of_its_axes_with_readable_keys():
+    params = parse_params(a_map())
+    cells = params.cells("m", "post")
+    assert [c.cell for c in cells] == ["lr0.001_w0", "lr0.001_w10", "lr0.01_w0", "lr0.01_w10", "lr0.1_w0",
+                                       "lr0.1_w10"]
+    assert cells[2].key(1) == "m/post/lr0.01_w0/seed1"
+    assert (cells[2].train.lr, cells[2].train.warmup, cells[2].train.steps) == (0.01, 0, 20)
+    assert (cells[2].model.norm, cells[2].model.n_layers) == ("post", 2)
+    assert len(params.map_specs()) == 12 and len(params.specs()) == 1  # the maps' cells apart from the ablations
+    assert params.runs_of("m", "pre") == params.cells("m", "pre") and params.runs_of("a", "v") == [params.spec("a", "v")]
+    assert group_name(cells[3]) == "w10"
+
+
+def test_a_value_dvc_exp_run_wrote_as_a_string_is_the_number_in_the_cell_and_its_name():
+    """`dvc exp run -S 'maps.m.axes.train.lr=[1e-05,0.01]'` writes 1e-05, which YAML reads as a string."""
+    raw = a_map(axes={"train": {"lr": ["1e-05", 0.01]}})
+    cells = parse_params(raw).cells("m", "post")
+    assert [c.cell for c in cells] == ["lr1e-05", "lr0.01"] and cells[0].train.lr == 1e-05
+    assert group_name(cells[0]) == "all"
+
+
+def test_a_model_axis_names_its_cells_by_the_setting():
+    params = parse_params(a_map(axes={"model": {"n_layers": [2, 4]}, "train": {"lr": [0.01]}}))
+    cells = params.cells("m", "pre")
+    assert [c.cell for c in cells] == ["n_layers2_lr0.01", "n_layers4_lr0.01"]
+    assert [c.model.n_layers for c in cells] == [2, 4] and group_name(cells[1]) == "n_layers4"
+    assert group_words(cells[1], params.maps["m"].axes.grid()) == "n_layers 4"
+    assert group_words(parse_params(a_map()).cells("m", "pre")[1], A_AXES) == "warmup 10"
+
+
+@pytest.mark.parametrize("axes, message", [
+    ({"train": {"lrr": [0.01]}}, "unknown train setting 'lrr'"),
+    ({"train": {"lrr": [0.01]}}, "did you mean 'lr'?"),
+    ({"model": {"n_layer": [2]}}, "did you mean 'n_layers'?"),
+    ({"optim": {"lr": [0.01]}}, "unknown key 'maps.m.axes.optim' (allowed here: model, train)"),
+    ({"train": {"lr": []}}, "'maps.m.axes.train.lr'"),
+    ({"train": {"lr": [0.01, 0.01]}}, "each value once: 0.01 repeated"),
+    ({}, "a map needs at least one axis"),
+])
+def test_a_bad_axis_is_refused_like_any_other_params_mistake(axes, message):
+    with pytest.raises(ParamsError) as refused:
+        parse_params(a_map(axes=axes)).map_specs()
+    assert message in str(refused.value)
+
+
+@pytest.mark.parametrize("value, message", [
+    (-0.01, "'lr' = -0.01: Input should be greater than 0"),
+    ("fast", "'lr' = 'fast'"),
+])
+def test_a_value_the_setting_refuses_is_refused_naming_the_cell(value, message):
+    with pytest.raises(ParamsError) as refused:
+        parse_params(a_map(axes={"train": {"lr": [0.01, value]}})).map_specs()
+    assert message in str(refused.value) and "maps.m.axes (train.lr=" in str(refused.value)
+
+
+def test_a_variant_may_not_set_what_an_axis_sets_and_a_map_may_not_share_an_ablations_name():
+    raw = a_map(variants={"post": {"train": {"lr": 0.02}}})
+    with pytest.raises(ParamsError, match="variant 'post' sets train.lr, which is an axis of the map"):
+        parse_params(raw)
+    raw = a_map()
+    raw["maps"]["a"] = raw["maps"].pop("m")
+    with pytest.raises(ParamsError, match="a: both an ablation and a map"):
+        parse_params(raw)
+
+
+def test_blocklab_params_lists_every_cell(tmp_path):
+    out = CliRunner().invoke(main, ["params", "--params", str(ROOT / "params.yaml")])
+    assert out.exit_code == 0, out.output
+    lines = [line.split() for line in out.output.splitlines()]
+    cells = [line for line in lines if line[0] == "stability"]
+    assert len(cells) == 4 * 5 * 2
+    assert ["stability", "post", "lr0.01_w100", "0,1"] == cells[5][:4]
+
+
+# What a map measures, on made-up results.
+
+def made_up_runs(params, outcome) -> dict:
+    """reports/metrics.json's runs for every cell: `outcome(variant, lr, warmup, seed)` gives (val_loss,
+    collapsed, diverged); every run starts at 4.2."""
+    runs = {}
+    for spec in params.map_specs():
+        for seed in spec.seeds:
+            loss, collapsed, diverged = outcome(spec.variant, spec.train.lr, spec.train.warmup, seed)
+            runs[spec.key(seed)] = {"val_loss": None if diverged else loss, "val_loss_init": 4.2 + 0.01 * seed,
+                                    "collapsed": collapsed, "diverged": diverged}
+    return runs
+
+
+def fragile_post(variant, lr, warmup, seed):
+    """Post-norm without warmup collapses above 1e-2 and diverges at 1e-1 on seed 1; everything else trains,
+    best at 1e-2."""
+    if variant == "post" and warmup == 0 and lr > 0.01:
+        return (3.3, True, seed == 1)
+    return ({0.001: 2.5, 0.01: 2.2, 0.1: 2.4}[lr] + 0.01 * seed, False, False)
+
+
+def test_the_map_summary_has_each_groups_sensitivity_best_lr_and_trainable_range():
+    params = parse_params(a_map())
+    summary = map_summary(params, {"runs": made_up_runs(params, fragile_post)})
+    assert list(summary) == ["m/post/w0", "m/post/w10", "m/pre/w0", "m/pre/w10"]
+    post, pre = summary["m/post/w0"], summary["m/pre/w0"]
+    # seed 0: capped [2.5, 2.2, 3.3] - 2.2; seed 1: [2.51, 2.21, 4.21 (diverged: l0)] - 2.21
+    assert post["lr_sensitivity"] == pytest.approx(((0.3 + 0 + 1.1) / 3 + (0.3 + 0 + 2.0) / 3) / 2, abs=1e-6)
+    assert post["best_lr"] == 0.01 and (post["trainable_lr_min"], post["trainable_lr_max"]) == (0.001, 0.01)
+    assert pre["lr_sensitivity"] == pytest.approx((0.3 + 0.2) / 3, abs=1e-6)  # reports/maps.json: 6 decimals
+    assert (pre["best_lr"], pre["trainable_lr_min"], pre["trainable_lr_max"]) == (0.01, 0.001, 0.1)
+    assert "lr_sensitivity_ci95" in post
+
+
+def test_per_seed_quantities_pair_by_seed():
+    params = parse_params(a_map())
+    runs = made_up_runs(params, fragile_post)
+    groups = lr_groups(params)
+    assert list(groups) == ["m/post", "m/pre"] and list(groups["m/post"]) == ["w0", "w10"]
+    assert [lr for lr, _ in groups["m/post"]["w0"]] == [0.001, 0.01, 0.1]
+    sensitivities = seed_sensitivities(runs, groups["m/post"]["w0"])
+    assert sensitivities == pytest.approx({0: 1.4 / 3, 1: 2.3 / 3})
+    assert seed_max_trainable_lr(runs, groups["m/post"]["w0"]) == {0: 0.01, 1: 0.01}
+    assert seed_max_trainable_lr(runs, groups["m/pre"]["w0"]) == {0: 0.1, 1: 0.1}
+
+
+def test_the_cell_table_counts_collapsed_and_diverged_seeds_per_cell():
+    params = parse_params(a_map())
+    cells = cell_table(runs_frame(params, "m", {"runs": made_up_runs(params, fragile_post)}))
+    assert len(cells) == 12
+    top = cells[(cells["variant"] == "post") & (cells["cell"] == "lr0.1_w0")].iloc[0]
+    assert (top["collapsed"], top["diverged"], top["trained"], top["seeds"]) == (2, 1, 0, 2)
+    assert top["val_loss_mean"] == pytest.approx(3.3)  # the seed that recorded a loss
+    fine = cells[(cells["variant"] == "pre") & (cells["cell"] == "lr0.01_w10")].iloc[0]
+    assert fine["val_loss_mean"] == pytest.approx(2.205) and fine["trained"] == 2
+    assert fine["val_loss_min"] == pytest.approx(2.2) and fine["val_loss_max"] == pytest.approx(2.21)
+
+
+# A 2 x 2 map through real DVC, then one more learning rate.
+
+def _files(root, prefix: str) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / prefix).rglob("*"))
+            if p.is_file() and p.name in ("metrics.json", "curve.csv", "model.pt")}
+
+
+@pytest.mark.slow
+def test_a_map_through_dvc_and_one_more_learning_rate_trains_only_its_cells(tmp_path):
+    import json
+    import re
+
+    from conftest import make_small_project
+
+    project = make_small_project(tmp_path)  # its own: it changes the map
+    params = project.params["maps"]["stability"]
+    variants, seeds = list(params["variants"]), params["seeds"]
+    assert params["axes"] == {"train": {"lr": [0.001, 0.01], "warmup": [0, 5]}}
+    first = project.run("dvc", "repro").stdout
+    root = project.root
+    runs = json.loads((root / "reports/metrics.json").read_text())["runs"]
+    cells = [f"lr{lr}_w{w}" for lr in ("0.001", "0.01") for w in (0, 5)]
+    assert {f"stability/{v}/{c}/seed{s}" for v in variants for c in cells for s in seeds} == {
+        k for k in runs if k.startswith("stability/")}
+    maps = json.loads((root / "reports/maps.json").read_text())
+    assert list(maps) == [f"stability/{v}/{g}" for v in variants for g in ("w0", "w5")]
+    assert all({"lr_sensitivity", "lr_sensitivity_ci95", "best_lr"} <= set(entry) for entry in maps.values())
+    shown = json.loads(project.run("dvc", "metrics", "show", "--json").stdout)
+    workspace = next(iter(shown.values()))["data"]["reports/maps.json"]["data"]
+    assert workspace["stability/post/w0"]["lr_sensitivity"] == maps["stability/post/w0"]["lr_sensitivity"]
+    for figure in ("stability_heatmap.png", "stability_lr.png"):
+        assert (root / "reports/figures" / figure).stat().st_size > 10_000
+    assert len((root / "reports/maps/stability_cells.csv").read_text().splitlines()) == 1 + 2 * 4
+    assert "## Map: stability" in (root / "reports/summary.md").read_text()
+    overhead = [line for line in first.splitlines() if "minus its training time" in line and "stability/" in line]
+    print("\n" + "\n".join(overhead))
+    before = _files(root, "data/runs/stability")
+
+    more = project.run("dvc", "exp", "run", "-S", "maps.stability.axes.train.lr=[0.001,0.01,0.1]").stdout
+    ran = re.findall(r"Running stage '([^']+)'", more)
+    assert {s for s in ran if s.startswith(("train_", "map_"))} == {f"map_stability@{v}" for v in variants}, ran
+    for variant in variants:  # the new learning rate's 2 warmups x 2 seeds, nothing else
+        assert f"stability/{variant}: training 4 of 12 runs" in more
+    after = _files(root, "data/runs/stability")
+    assert {k: v for k, v in after.items() if k in before} == before  # byte for byte, copied not retrained
+    assert {k.split("/")[4] for k in set(after) - set(before)} == {"lr0.1_w0", "lr0.1_w5"}
+    maps = json.loads((root / "reports/maps.json").read_text())
+    groups = lr_groups(parse_params(project.params))
+    assert all(len(members) == 3 for by_group in groups.values() for members in by_group.values())
+    assert set(maps) == {f"stability/{v}/{g}" for v in variants for g in ("w0", "w5")}
