@@ -20,7 +20,7 @@ $(BIN)/blocklab: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
-	$(BIN)/python -m pip install --quiet $(if $(INDEX_URL),--index-url $(INDEX_URL)) -c $(LOCK) -e ".[test]"
+	$(BIN)/python -m pip install --quiet $(if $(INDEX_URL),--index-url $(INDEX_URL)) -c $(LOCK) -e ".[test,team,cluster]"
 	touch $@
 
 install: $(BIN)/blocklab

@@ -1,6 +1,7 @@
 """DVC stages `train_<ablation>@<variant>` and `map_<map>@<variant>`: train every seed of an ablation's
-variant, side by side, or every cell of a map's variant, every seed, in a pool of long-lived workers. A
-run that another stage with equal settings already trained is copied from the run store instead."""
+variant, side by side, or every cell of a map's variant, every seed, in a pool of long-lived workers (or on
+a Dask cluster: `$BLOCKLAB_DASK_SCHEDULER`, blocklab.cluster). A run that another stage with equal settings
+already trained is copied from the run store instead."""
 
 import os
 import time
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from blocklab.cluster import scheduler_address
 from blocklab.config import load_params
 from blocklab.data import load_corpus
 from blocklab.errors import reports_errors
@@ -30,9 +32,12 @@ from blocklab.runner import jobs_of, train_runs
                                       "DVC's outputs: a run with equal settings is copied, not trained again.")
 @click.option("--workers", type=int, default=None,
               help="Worker processes [default: one per run for an ablation's variant, one per core for a map's].")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="A Dask scheduler (tcp://host:8786) to submit the runs to instead of the local workers "
+                   "[default: $BLOCKLAB_DASK_SCHEDULER, else the local workers].")
 @reports_errors
 def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file: str,
-         checkpoint_dir: Path | None, store_dir: Path, workers: int | None) -> None:
+         checkpoint_dir: Path | None, store_dir: Path, workers: int | None, scheduler: str | None) -> None:
     started = time.time()
     params = load_params(params_file)
     specs = params.runs_of(ablation, variant)
@@ -58,7 +63,12 @@ def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file:
     if jobs:
         click.echo(f"{ablation}/{variant}: training {len(jobs)} of {len(where)} runs"
                    + (f" on {min(workers, len(jobs))} workers" if workers else ""))
-    results = train_runs(jobs, corpus, workers=workers)
+    if (address := scheduler_address(scheduler)) and jobs:
+        from blocklab.cluster import train_on_cluster  # only then: dask.distributed is an optional dependency
+
+        results = train_on_cluster(jobs, corpus, address, echo=click.echo)
+    else:
+        results = train_runs(jobs, corpus, workers=workers)
     for key, result in results.items():
         directory, store_key, spec = where[key]
         write_run(directory, result, tokens_per_step=spec.train.batch_size * spec.model.context,

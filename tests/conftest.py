@@ -317,3 +317,77 @@ def _no_process_outlives_the_suite():
     for process in survivors:
         process.kill()
     assert not survivors, f"processes started by the tests still running at the end: {names}"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def postgresql_bin() -> Path:
+    """Where the Debian package's PostgreSQL programs are (`apt-get install -y postgresql`; .ci/run does)."""
+    found = shutil.which("initdb") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))), None)
+    if found is None:
+        raise AssertionError("PostgreSQL is not installed: apt-get install -y postgresql")
+    return Path(found).resolve().parent
+
+
+@contextmanager
+def postgresql_server():
+    """A real PostgreSQL on 127.0.0.1 and a free port, with a fresh cluster in a temporary folder and a
+    database `mlflow`; yields its SQLAlchemy URL. It runs as the `postgres` user when the tests run as root
+    (PostgreSQL refuses root), in the foreground under `started`, so it stops with the block."""
+    bindir = postgresql_bin()
+    home = Path(tempfile.mkdtemp(prefix="blocklab-postgres-"))
+    as_user = []
+    if os.geteuid() == 0:
+        shutil.chown(home, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, port = home / "data", free_port()
+    try:
+        subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "blocklab", "--auth=trust",
+                        "-E", "UTF8", "--no-sync"], check=True, capture_output=True, text=True)
+        server = [*as_user, str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port),
+                  "-k", str(home), "-c", "fsync=off"]
+        with started(server, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as process:
+            deadline = time.time() + 60
+            while subprocess.run([str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
+                                 capture_output=True).returncode != 0:
+                assert process.poll() is None and time.time() < deadline, "PostgreSQL did not start"
+                time.sleep(0.2)
+            subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "blocklab", "mlflow"],
+                           check=True, capture_output=True, text=True)
+            yield f"postgresql://blocklab@127.0.0.1:{port}/mlflow"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def wait_until_healthy(base: str, process: subprocess.Popen, seconds: float = 240) -> None:
+    """Until an MLflow server answers /health; start-up imports MLflow, slow on a loaded machine."""
+    import urllib.request
+
+    deadline = time.time() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2):
+                return
+        except OSError:
+            assert time.time() < deadline and process.poll() is None, f"{process.args[0]} did not start"
+            time.sleep(0.5)
+
+
+@contextmanager
+def mlflow_server(backend: str, artifacts: Path, port: int | None = None):
+    """A real `mlflow server` on 127.0.0.1 over `backend` (serving the artifacts under `artifacts`); yields its
+    base URL once it answers."""
+    port = port or free_port()
+    mlflow = Path(sys.executable).with_name("mlflow")
+    with started([str(mlflow), "server", "--backend-store-uri", backend, "--artifacts-destination", str(artifacts),
+                  "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as server:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_healthy(base, server)
+        yield base

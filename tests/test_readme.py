@@ -8,8 +8,7 @@ import subprocess
 import psutil
 import pytest
 
-from conftest import ROOT, alive, described, started, tree_of
-from test_tracking import _free_port, wait_until_healthy
+from conftest import ROOT, alive, described, free_port, started, tree_of, wait_until_healthy
 
 TESTED_SECTIONS = ["An experiment, step by step", "Using DVC directly"]
 ACTIVATE = ". .venv/bin/activate"  # the tests' PATH already leads to the project's environment
@@ -37,7 +36,7 @@ def test_every_readme_command_runs_on_a_small_pipeline_and_exits_0(reproduced_pr
     for command in readme_commands(section):
         words = shlex.split(command)
         if words[:2] == ["blocklab", "ui"]:  # a server: it must come up and serve, then it is stopped
-            port = _free_port()
+            port = free_port()
             with started([*words, "--port", str(port)], cwd=project.root, env=project.env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as ui:
                 wait_until_healthy(f"http://127.0.0.1:{port}", ui)

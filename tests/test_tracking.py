@@ -7,7 +7,6 @@ import multiprocessing
 import os
 import signal
 import statistics
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,9 @@ import pytest
 from blocklab.config import load_params
 from blocklab.tracking import PARENT_TAG, RUN_KEY_TAG, ensure_store, track, workspace_root
 
-from conftest import alive, described, make_small_project, started, started_by_tests, tree_of
+from conftest import (
+    alive, described, free_port, make_small_project, started, started_by_tests, tree_of, wait_until_healthy,
+)
 
 
 @pytest.fixture
@@ -45,15 +46,19 @@ def test_the_pipeline_logs_every_run_with_params_steps_and_artifacts(project):
     metrics = json.loads((project.root / "reports" / "metrics.json").read_text())
     params = project.params
     for key, final in metrics["runs"].items():
-        ablation, variant, seed = key.split("/")
+        ablation, variant, *cell, seed = key.split("/")  # a map's runs: <map>/<variant>/<cell>/seed<k>
         # Other tests may have run experiments in this project: find the run of these very results.
-        runs = [r for r in runs_in(uri, f"blocklab/{ablation}") if r.info.run_name == f"{variant}/{seed}"
+        runs = [r for r in runs_in(uri, f"blocklab/{ablation}") if r.info.run_name == "/".join([variant, *cell, seed])
                 and r.data.metrics["train_loss_last25"] == pytest.approx(final["train_loss_last25"])]
         assert len(runs) == 1, key
         run = runs[0]
         assert run.data.tags[RUN_KEY_TAG].startswith(key + "@")
-        assert run.data.tags["dvc.stage"] == f"train_{ablation}@{variant}"
-        assert run.data.params["train.steps"] == str(params["ablations"][ablation]["train"]["steps"])
+        plan = params["maps" if cell else "ablations"][ablation]
+        assert run.data.tags["dvc.stage"] == f"{'map' if cell else 'train'}_{ablation}@{variant}"
+        assert run.data.params["train.steps"] == str(plan["train"]["steps"])
+        if cell:
+            assert run.data.tags["blocklab.cell"] == cell[0] and run.data.params["cell"] == cell[0]
+            continue  # a map's runs carry no figure of their own
         assert run.data.params["model.norm"] in {"pre", "post"}
         assert run.data.metrics["train_loss_last25"] == pytest.approx(final["train_loss_last25"])
         assert run.data.metrics["baseline_unigram"] == pytest.approx(metrics["baselines"]["unigram"])
@@ -62,7 +67,9 @@ def test_the_pipeline_logs_every_run_with_params_steps_and_artifacts(project):
         history = client_for(uri).get_metric_history(run.info.run_id, "train_loss")
         assert [m.step for m in history] == list(range(final["steps"]))
         artifacts = {a.path for a in client_for(uri).list_artifacts(run.info.run_id)}
-        assert {"curve.csv", f"{ablation}_loss.png"} <= artifacts
+        assert "curve.csv" in artifacts
+        parent = {a.path for a in client_for(uri).list_artifacts(run.data.tags[PARENT_TAG])}
+        assert f"{ablation}_loss.png" in parent  # the ablation's figure, once per variant
 
 
 def test_each_variant_is_a_parent_run_with_the_seed_means_and_its_seeds_nested_under_it(project):
@@ -162,24 +169,6 @@ def test_an_unreachable_store_costs_no_result_and_track_catches_up_without_dupli
     assert len(runs_in(store, "blocklab/norm_order")) == seed_runs + parent_runs
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until_healthy(base: str, process: subprocess.Popen, seconds: float = 240) -> None:
-    """Until the server answers /health; start-up imports MLflow, slow on a loaded machine."""
-    deadline = time.time() + seconds
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2):
-                return
-        except OSError:
-            assert time.time() < deadline and process.poll() is None, f"{process.args[0]} did not start"
-            time.sleep(0.5)
-
-
 def _post(url: str, body: dict) -> dict:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -187,7 +176,7 @@ def _post(url: str, body: dict) -> dict:
 
 
 def test_a_real_mlflow_server_serves_one_experiments_runs_over_rest(project, tmp_path):
-    port = _free_port()
+    port = free_port()
     mlflow = Path(sys.executable).with_name("mlflow")
     with started([str(mlflow), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
                   "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
@@ -288,7 +277,7 @@ def test_blocklab_ui_serves_the_store_on_127_0_0_1_and_prints_the_url(tmp_path):
     uri = f"sqlite:///{tmp_path / 'ui.db'}"
     ensure_store(uri)
     client_for(uri).create_experiment("blocklab/norm_order")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     with started(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], env=env, stdout=subprocess.PIPE,
                  stderr=subprocess.DEVNULL, text=True) as ui:
@@ -304,7 +293,7 @@ def test_blocklab_ui_stopped_by_a_signal_to_it_alone_leaves_no_process_behind(tm
     every worker it started must stop with it."""
     uri = f"sqlite:///{tmp_path / 'ui.db'}"
     ensure_store(uri)
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     with started(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], env=env,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as ui:

@@ -328,7 +328,7 @@ class Params(_Strict):
             cell_model = _replace_checked(model, settings["model"], where_cell)
             cell_train = _replace_checked(train, settings["train"], where_cell)
             resolved = {"model": cell_model, "train": cell_train}
-            cell = "_".join(f"{AXIS_ABBREVIATIONS.get(field, field)}{_spelled(getattr(resolved[section], field))}"
+            cell = "_".join(f"{AXIS_ABBREVIATIONS.get(field, field)}{spelled(getattr(resolved[section], field))}"
                             for section, field, _ in axes)
             cells.append(RunSpec(name, variant, plan.labels.get(variant, variant), cell_model, cell_train,
                                  tuple(plan.seeds), cell))
@@ -360,7 +360,7 @@ def _replace_checked(settings, overrides: dict, where: str):
         raise ParamsError(f"{where}: " + "; ".join(_describe(e) for e in _one_error_per_union(err.errors()))) from None
 
 
-def _spelled(value) -> str:
+def spelled(value) -> str:
     """An axis value as a cell's name writes it: 0.01, 1e-05, 100, true."""
     if isinstance(value, bool):
         return str(value).lower()

@@ -29,8 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from blocklab.config import Params, RunSpec
-from blocklab.config import _spelled as spelled  # how a cell's name writes a value
+from blocklab.config import Params, RunSpec, spelled
 from blocklab.intervals import half_width
 
 LR_FIELD = "lr"
@@ -116,7 +115,10 @@ def runs_frame(params: Params, name: str, metrics: dict) -> pd.DataFrame:
             rows.append({"variant": spec.variant, "label": spec.label, "cell": spec.cell, "group": group_name(spec),
                          "group_label": group_words(spec, axes),
                          **{field: getattr(settings[section], field) for section, field, _ in axes},
-                         "seed": seed, "val_loss": run["val_loss"], "val_loss_init": run["val_loss_init"],
+                         # a run that diverged has no final loss (its last evaluation, before the step
+                         # that broke, may be a finite 1e9): it counts in the collapsed/diverged columns
+                         "seed": seed, "val_loss": None if run["diverged"] else run["val_loss"],
+                         "val_loss_init": run["val_loss_init"],
                          "collapsed": bool(run["collapsed"]), "diverged": bool(run["diverged"]),
                          "trains": trains(run)})
     return pd.DataFrame(rows)
@@ -135,8 +137,9 @@ def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
                      "val_loss_ci95": round(half_width(losses), 6) if len(losses) > 1 else None,
                      "val_loss_min": round(float(losses.min()), 6) if len(losses) else None,
                      "val_loss_max": round(float(losses.max()), 6) if len(losses) else None,
-                     "collapsed": int(group["collapsed"].sum()), "diverged": int(group["diverged"].sum()),
-                     "trained": int(group["trains"].sum())})
+                     # a diverged run's last losses are huge: it counts as diverged, not also as collapsed
+                     "collapsed": int((group["collapsed"] & ~group["diverged"]).sum()),
+                     "diverged": int(group["diverged"].sum()), "trained": int(group["trains"].sum())})
     return pd.DataFrame(rows)
 
 
@@ -213,6 +216,7 @@ def map_section(params: Params, name: str, summary: dict[str, dict], figures: di
     rate and trainable range per group (reports/maps.json), and its figures."""
     plan = params.maps[name]
     axes = ", ".join(f"{section}.{field} {', '.join(map(str, values))}" for section, field, values in plan.axes.grid())
+    words = {group_name(spec): group_words(spec, plan.axes.grid()) for spec in params.map_specs(name)}
     rows = []
     for line, entry in summary.items():
         map_name, variant, group = line.split("/")
@@ -223,7 +227,7 @@ def map_section(params: Params, name: str, summary: dict[str, dict], figures: di
         trainable = (f"{entry['trainable_lr_min']:g} to {entry['trainable_lr_max']:g}" if "trainable_lr_min" in entry
                      else "none")
         best = f"{entry['best_lr']:g}" if "best_lr" in entry else "none"
-        rows.append(f"| {plan.labels.get(variant, variant)} | {group} | {sensitivity} | {best} | {trainable} |")
+        rows.append(f"| {plan.labels.get(variant, variant)} | {words[group]} | {sensitivity} | {best} | {trainable} |")
     table = ("| variant | cells | LR sensitivity | best lr | lr where no seed collapses or diverges |\n"
              "|---|---|---|---|---|\n" + "\n".join(rows)) if rows else ""
     images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures.items())

@@ -279,18 +279,19 @@ def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -
         mine = cells[cells["label"] == label].set_index(["group", "lr"])
         grid = np.array([[mine.loc[(g, lr), "val_loss_mean"] if (g, lr) in mine.index else np.nan for lr in lrs]
                          for g in groups], dtype=float)
-        image = ax.imshow(grid, cmap="viridis_r", vmin=low, vmax=high, aspect="auto")
+        colours = matplotlib.colormaps["viridis_r"].with_extremes(bad="0.85")  # grey: every seed diverged
+        image = ax.imshow(grid, cmap=colours, vmin=low, vmax=high, aspect="auto")
         for i, g in enumerate(groups):
             for j, lr in enumerate(lrs):
                 if (g, lr) not in mine.index:
                     continue
                 cell = mine.loc[(g, lr)]
-                failed = int(cell["collapsed"]) + int(cell["diverged"])
+                failed = int(cell["seeds"]) - int(cell["trained"])
                 text = "diverged" if np.isnan(grid[i, j]) else f"{grid[i, j]:.2f}"
                 if failed:
                     text += f"\n× {failed}/{int(cell['seeds'])}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                        color="white" if np.isnan(grid[i, j]) or grid[i, j] < (low + high) / 2 else "black")
+                light = np.isnan(grid[i, j]) or grid[i, j] < (low + high) / 2  # yellow end of the scale, or grey
+                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="black" if light else "white")
         ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs], fontsize=7)
         ax.set_yticks(range(len(groups)), [words[g] for g in groups], fontsize=8)
         ax.set(title=label, xlabel="learning rate")

@@ -6,16 +6,24 @@ identified by a run key (a hash of the run's settings and results), so logging t
 
 Each variant is a parent run (name `<variant>`: the seed means and spreads, the seed-mean curves) with
 its seeds nested under it (`<variant>/seed<k>`). A run counts as logged only once all of it landed: its
-status is set to FINISHED last, and a run with a key but another status (an upload failed, the process
-was killed) is deleted and logged again.
+status is set to FINISHED last, and a run with a key but another status that no process is logging any
+more (an upload failed, the process was killed, the server went away) is deleted and logged again.
+
+Several processes may log the same runs to one store at once (queued experiments, a team's machines): each
+run is tagged with who logs it and since when, and before finishing a run a process looks for others of
+the same key. The earliest-created one that is finished or still being logged stands for the key; a later
+one deletes itself (`_claim`). Every process reads after it wrote its own run, so of any two the later one
+sees the earlier: exactly one run per key remains.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
+import socket
 import subprocess
 import time
 from contextlib import contextmanager
@@ -31,6 +39,10 @@ STORE_FILE = "mlflow.db"
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 RUN_KEY_TAG = "blocklab.run_key"
 PARENT_TAG = "mlflow.parentRunId"  # what nests a run under another in MLflow's UI
+LOGGER_TAG = "blocklab.logger"  # <host>:<pid> of the process that logs the run
+SINCE_TAG = "blocklab.logging_since"  # when that process created it (time.time())
+# An unfinished run whose logger is on another machine counts as abandoned after this long.
+ABANDONED_SECONDS = 600
 COMPLETE = "FINISHED"
 SEED_STATISTICS = ("train_loss_last25", "val_loss", "max_grad_norm")  # a parent run's <name>_mean and <name>_std
 BATCH = 1000  # MLflow accepts at most 1,000 metric values per log_batch call
@@ -74,6 +86,7 @@ def flat_params(spec: RunSpec, seed: int) -> dict[str, str]:
             "seed": str(seed), "ablation": spec.ablation, "variant": spec.variant, **({"cell": spec.cell} if spec.cell else {})}
 
 
+@functools.cache
 def _git_commit() -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
@@ -112,14 +125,23 @@ def artifact_location(uri: str, experiment: str) -> str | None:
     return (store.parent / "mlartifacts" / experiment.replace("/", "_")).resolve().as_uri()
 
 
+# Experiment ids by (store, name), looked up once per `track` (one call fewer per run over HTTP).
+_experiment_ids: dict[tuple[str, str], str] = {}
+
+
 def _experiment_id(client, name: str) -> str:
+    if (client.tracking_uri, name) in _experiment_ids:
+        return _experiment_ids[client.tracking_uri, name]
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    try:
-        return client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri, name))
-    except Exception:  # another process created it in between
-        return client.get_experiment_by_name(name).experiment_id
+    if experiment is None:
+        try:
+            experiment_id = client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri, name))
+        except Exception:  # another process created it in between
+            experiment_id = client.get_experiment_by_name(name).experiment_id
+    else:
+        experiment_id = experiment.experiment_id
+    _experiment_ids[client.tracking_uri, name] = experiment_id
+    return experiment_id
 
 
 CURVE_METRICS = {"loss": "train_loss", "grad_norm": "grad_norm", "lr": "lr", "val_loss": "val_loss"}
@@ -163,6 +185,7 @@ def _tags(spec: RunSpec, key: str) -> dict[str, str]:
         tags["mlflow.source.git.commit"] = commit
     if exp_name := os.environ.get("DVC_EXP_NAME"):  # set by `dvc exp run`, queued or not
         tags["DVC_EXP_NAME"] = exp_name
+    tags[LOGGER_TAG], tags[SINCE_TAG] = f"{socket.gethostname()}:{os.getpid()}", repr(time.time())
     return tags
 
 
@@ -180,9 +203,11 @@ def _speed(directory: Path, steps: int) -> dict[str, float]:
 
 
 def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, figure: Path | None,
-            key: str, parent_id: str | None = None) -> str:
+            key: str, parent_id: str | None = None) -> tuple[str, str]:
     """One seed's run into MLflow: parameters, per-step curves in batches, final metrics, its training wall
-    time and speed, artifacts, tags; nested under `parent_id`. FINISHED last: only then is it logged."""
+    time and speed, artifacts, tags; nested under `parent_id`. FINISHED last: only then is it logged.
+    Returns its id and the id of the run that stands for its key (another, if another process logged the
+    same run at the same time: then its own is deleted)."""
     from mlflow.entities import Metric, Param
 
     experiment_id = _experiment_id(client, f"blocklab/{spec.ablation}")
@@ -202,8 +227,9 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
     client.log_artifact(run_id, str(Path(directory) / "curve.csv"))
     if figure is not None and Path(figure).exists():
         client.log_artifact(run_id, str(figure))
-    client.set_terminated(run_id, status=COMPLETE, end_time=end_ms)
-    return run_id
+    if (standing := _claim(client, experiment_id, key, run_id)) == run_id:
+        client.set_terminated(run_id, status=COMPLETE, end_time=end_ms)
+    return run_id, standing
 
 
 def variant_metrics(directories: dict[int, Path], baselines: dict, now_ms: int) -> list:
@@ -241,6 +267,7 @@ def stored_runs(client, ablations: list[str]) -> dict[str, list]:
         experiment = client.get_experiment_by_name(f"blocklab/{name}")
         if experiment is None:
             continue
+        _experiment_ids[client.tracking_uri, f"blocklab/{name}"] = experiment.experiment_id
         for run in client.search_runs([experiment.experiment_id], max_results=50000):
             if RUN_KEY_TAG in run.data.tags:
                 found.setdefault(run.data.tags[RUN_KEY_TAG], []).append(run)
@@ -252,11 +279,47 @@ def _complete(runs: list):
     return next((run for run in runs if run.info.status == COMPLETE), None)
 
 
+def _abandoned(run) -> bool:
+    """An unfinished run that no process is logging any more: its logger on this machine has exited (or is
+    this very process, which logs one run at a time), or on another machine started over ABANDONED_SECONDS ago."""
+    import psutil
+
+    host, _, pid = run.data.tags.get(LOGGER_TAG, "").rpartition(":")
+    if not pid.isdigit():
+        return True
+    if host == socket.gethostname():
+        return int(pid) == os.getpid() or not psutil.pid_exists(int(pid))
+    return time.time() - float(run.data.tags.get(SINCE_TAG, 0)) > ABANDONED_SECONDS
+
+
 def _delete_incomplete(client, runs: list) -> None:
-    """Runs an interrupted logging left behind: they are replaced, never counted."""
+    """Runs an interrupted logging left behind: they are replaced, never counted. A run another process is
+    still logging is left to it."""
     for run in runs:
-        if run.info.status != COMPLETE:
+        if run.info.status != COMPLETE and _abandoned(run):
             client.delete_run(run.info.run_id)
+
+
+def _with_key(client, experiment_id: str, key: str) -> list:
+    return client.search_runs([experiment_id], f"tags.`{RUN_KEY_TAG}` = '{key}'", max_results=1000)
+
+
+def _claim(client, experiment_id: str, key: str, run_id: str) -> str:
+    """Which run stands for `key` now that `run_id` is logged but not finished: a finished one, else the
+    earliest-created of those still being logged. If not ours, ours is deleted. (Every process looks after
+    creating its own run, so the later of any two sees the earlier, which both then choose.)"""
+    found = _with_key(client, experiment_id, key)
+    others = [r for r in found if r.info.run_id != run_id]
+    done = [r for r in others if r.info.status == COMPLETE]
+    if done:
+        winner = done[0].info.run_id
+    else:
+        ours = next((r for r in found if r.info.run_id == run_id), None) or client.get_run(run_id)
+        candidates = [ours] + [r for r in others if not _abandoned(r)]
+        winner = min(candidates, key=lambda r: (float(r.data.tags.get(SINCE_TAG, 0)), r.info.run_id)).info.run_id
+    if winner != run_id:
+        client.delete_run(run_id)
+    return winner
 
 
 def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | None, uri: str | None = None) -> dict:
@@ -269,6 +332,7 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
     result = {"uri": uri, "logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {},
               "train_seconds": {}}
     specs = params.specs() + params.map_specs()  # a map's cells: a parent run each, its seeds under it
+    _experiment_ids.clear()  # a store may have been replaced since the last track
     try:
         ensure_store(uri)
         client = _client(uri)
@@ -276,16 +340,25 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
     except Exception as err:  # noqa: BLE001 - any store failure must leave the results alone
         result["failed"] = {spec.key(seed): _reason(err) for spec in specs for seed in spec.seeds}
         return result
-    for spec in specs:
+    def log(spec: RunSpec) -> dict:
+        mine = {"logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {}, "train_seconds": {}}
         directories = {seed: run_dir(spec.directory(Path(runs_dir) / spec.ablation / spec.variant), seed)
                        for seed in spec.seeds}
         untrained = [seed for seed, d in directories.items() if not (d / "metrics.json").exists()]
         for seed in untrained:
-            result["failed"][spec.key(seed)] = f"not trained: no results in {directories[seed]} (run `dvc repro`)"
+            mine["failed"][spec.key(seed)] = f"not trained: no results in {directories[seed]} (run `dvc repro`)"
         if not untrained:
             # A map's cells log no figure, model or sample each: the map's figures are its own (reports/figures).
             figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir and not spec.cell else None
-            _log_variant(client, spec, directories, stored, baselines, figure, result)
+            _log_variant(client, spec, directories, stored, baselines, figure, mine)
+        return mine
+
+    for mine in map(log, specs):
+        result["logged"] += mine["logged"]
+        for name in ("failed", "log_seconds", "train_seconds"):
+            result[name].update(mine[name])
+        result["already"] += mine["already"]
+        result["variants"] += mine["variants"]
     return result
 
 
@@ -308,19 +381,25 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
     except Exception as err:  # noqa: BLE001
         result["failed"].update({spec.key(seed): _reason(err) for seed in keys})
         return
-    seeds_done = True
+    seeds_done, standing, foreign = True, {}, set()
     for seed, key in keys.items():
         started = time.perf_counter()
         try:
             if (done := _complete(stored.get(key, []))) is not None:  # logged whole before: nest it here
                 client.set_tag(done.info.run_id, PARENT_TAG, parent_id)
+                standing[seed] = done.info.run_id
                 result["already"] += 1
                 continue
             _delete_incomplete(client, stored.get(key, []))
-            log_run(client, spec, seed, directories[seed], baselines, figure, key, parent_id)
+            # the ablation's figure goes to the parent, once, not to every seed (one upload fewer per run)
+            ours, standing[seed] = log_run(client, spec, seed, directories[seed], baselines, None, key, parent_id)
         except Exception as err:  # noqa: BLE001
             result["failed"][spec.key(seed)] = _reason(err)
             seeds_done = False
+            continue
+        if standing[seed] != ours:  # another process logged it at the same time: its run stands
+            foreign.add(seed)
+            result["already"] += 1
             continue
         result["log_seconds"][spec.key(seed)] = time.perf_counter() - started
         result["train_seconds"][spec.key(seed)] = read_timing(directories[seed])["seconds"]
@@ -331,10 +410,17 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
         shared = {k: v for k, v in flat_params(spec, spec.seeds[0]).items() if k != "seed"}
         _log_all(client, parent_id, variant_metrics(directories, baselines, end_ms or int(time.time() * 1000)),
                  [Param(k, v) for k, v in {**shared, "seeds": ",".join(map(str, keys))}.items()])
+        experiment_id = _experiment_id(client, f"blocklab/{spec.ablation}")
         if not spec.cell:
-            log_model_and_sample(client, parent_id, directories[spec.seeds[0]])
-        client.set_terminated(parent_id, status=COMPLETE, end_time=end_ms)
-        result["variants"] += 1
+            log_model_and_sample(client, parent_id, directories[spec.seeds[0]], experiment_id)
+        if figure is not None and Path(figure).exists():
+            client.log_artifact(parent_id, str(figure))
+        if (winner := _claim(client, experiment_id, parent_key, parent_id)) == parent_id:
+            client.set_terminated(parent_id, status=COMPLETE, end_time=end_ms)
+            result["variants"] += 1
+        for seed, run_id in standing.items():  # every seed under the parent that stands, whoever logged it
+            if winner != parent_id or seed in foreign:
+                client.set_tag(run_id, PARENT_TAG, winner)
     except Exception as err:  # noqa: BLE001
         result["failed"][spec.name] = _reason(err)
 
@@ -344,7 +430,7 @@ SAMPLE_FILE = "sample.txt"
 SAMPLE_TOKENS = 200
 
 
-def log_model_and_sample(client, run_id: str, directory: Path) -> None:
+def log_model_and_sample(client, run_id: str, directory: Path, experiment_id: str | None = None) -> None:
     """The run in `directory` as an MLflow model of run `run_id` (MLflow 3's logged model, with its
     signature: character ids (batch, time) in, logits (batch, time, vocabulary) out), and what it writes
     (nanoGPT's sampling, SAMPLE_TOKENS characters) as the run's `sample.txt`."""
@@ -363,7 +449,7 @@ def log_model_and_sample(client, run_id: str, directory: Path) -> None:
     model_context = cfg.context
     signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(np.int64), (-1, -1))]),
                                outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, -1, len(chars)))]))
-    experiment_id = client.get_run(run_id).info.experiment_id  # the run's, not the fluent API's active one
+    experiment_id = experiment_id or client.get_run(run_id).info.experiment_id  # the run's, not the fluent API's
     logged = client.create_logged_model(experiment_id, name=MODEL_NAME, source_run_id=run_id)
     example = np.zeros((2, model_context), dtype=np.int64)
     # Pickled (it loads where blocklab is installed): 0.05 s a model here, where MLflow's traced pt2 format took

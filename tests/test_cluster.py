@@ -1,0 +1,126 @@
+"""A map's cells on a Dask cluster (blocklab.cluster): a real `dask scheduler` and two real `dask worker`s on
+127.0.0.1, started and stopped by the tests. The results equal the local workers' bit for bit; a worker
+killed in the middle costs nothing; a scheduler that cannot be reached fails naming its address."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from blocklab.cluster import train_on_cluster
+from blocklab.config import ModelConfig, TrainConfig
+from blocklab.data import Corpus
+from blocklab.errors import BlocklabError
+from blocklab.runner import Job, run_cell, train_runs
+
+from conftest import free_port, make_small_project, started, tree_of
+
+DASK = str(Path(sys.executable).with_name("dask"))
+
+
+@contextmanager
+def dask_cluster(workers: int = 2):
+    """A scheduler and `workers` one-thread workers on 127.0.0.1; yields (address, the workers' processes)."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    with ExitStack() as stack:
+        stack.enter_context(started([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                     "--dashboard-address", ":0", "--no-show"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        processes = [stack.enter_context(started([DASK, "worker", address, "--nthreads", "1", "--nworkers", "1",
+                                                  "--host", "127.0.0.1", "--dashboard-address", ":0"],
+                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                     for _ in range(workers)]
+        from distributed import Client
+
+        with Client(address, timeout="60s", set_as_default=False) as client:
+            client.wait_for_workers(workers, timeout=120)
+        yield address, processes
+
+
+def small_corpus(vocab: int = 11) -> Corpus:
+    g = torch.Generator().manual_seed(0)
+    return Corpus(chars=[chr(65 + i) for i in range(vocab)], train=torch.randint(0, vocab, (4000,), generator=g),
+                  val=torch.randint(0, vocab, (1000,), generator=g))
+
+
+def map_jobs(steps: int = 30) -> list[Job]:
+    model = ModelConfig(d_model=16, n_heads=2, n_layers=2, context=8, norm="post")
+    return [Job(f"m/post/lr{lr:g}_w{warmup}/seed{seed}", model,
+                TrainConfig(steps=steps, lr=lr, warmup=warmup, eval_interval=10, eval_windows=64, device="cpu"), seed)
+            for lr in (1e-3, 1e-2, 1e-1) for warmup in (0, 10) for seed in (0, 1)]
+
+
+def same(a, b) -> bool:
+    return a.curve == b.curve and a.metrics == b.metrics and all(
+        torch.equal(a.weights[k], b.weights[k]) for k in a.weights)
+
+
+def test_a_maps_cells_on_a_dask_cluster_equal_the_local_workers_bit_for_bit():
+    corpus, jobs = small_corpus(), map_jobs()
+    local = train_runs(jobs, corpus, workers=2, progress=False)
+    with dask_cluster() as (address, _):
+        started_at = time.perf_counter()
+        remote = train_on_cluster(jobs, corpus, address, echo=lambda _: None)
+        wall = time.perf_counter() - started_at
+    assert list(remote) == [job.key for job in jobs]
+    assert all(same(remote[key], local[key]) for key in local)
+    training = sum(r.seconds for r in remote.values())
+    overhead = sum(r.cell_seconds - r.seconds for r in remote.values())
+    print(f"\n{len(jobs)} runs on 2 Dask workers: {wall:.1f} s; per run, its time from a worker taking it to its "
+          f"result here minus its training: {overhead / training:.1%} of the training "
+          f"({overhead / len(jobs) * 1000:.0f} ms a run, these runs being {training / len(jobs) * 1000:.0f} ms)")
+
+
+def test_a_worker_killed_in_the_middle_of_a_map_costs_nothing():
+    corpus, jobs = small_corpus(), map_jobs(steps=400)
+    with dask_cluster() as (address, workers):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from distributed import Client
+
+        with ThreadPoolExecutor(1) as pool, Client(address, timeout="60s", set_as_default=False) as watcher:
+            submitted = pool.submit(train_on_cluster, jobs, corpus, address, lambda _: None)
+            deadline = time.time() + 300
+            while not any(watcher.processing().values()):  # until the runs are under way
+                assert time.time() < deadline and not submitted.done(), "no run started"
+                time.sleep(0.2)
+            victims = [p for p in tree_of(workers[0])]
+            for process in victims:
+                try:
+                    process.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            remote = submitted.result(timeout=600)
+    assert list(remote) == [job.key for job in jobs]  # every run, once
+    for job in jobs[:4] + jobs[-2:]:
+        assert same(remote[job.key], run_cell(job, corpus)), job.key
+
+
+def test_a_scheduler_that_cannot_be_reached_fails_naming_its_address():
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    with pytest.raises(BlocklabError, match=f"cannot reach the Dask scheduler at {address}"):
+        train_on_cluster(map_jobs()[:1], small_corpus(), address, echo=lambda _: None)
+
+
+@pytest.mark.slow
+def test_the_map_stage_on_a_dask_cluster_writes_the_local_runs_results(tmp_path):
+    project = make_small_project(tmp_path)
+    project.run("dvc", "repro", "map_stability@post")
+    runs = project.root / "data/runs/stability/post"
+    local = {p.relative_to(runs): p.read_bytes() for p in runs.rglob("*") if p.name in ("metrics.json", "curve.csv")}
+    with dask_cluster() as (address, _):
+        project.env["BLOCKLAB_DASK_SCHEDULER"] = address
+        out = project.run("python", "stages/train.py", "--ablation", "stability", "--variant", "post",
+                          "--store", str(tmp_path / "empty-store"), "data/encoded", str(tmp_path / "remote")).stdout
+    assert f"to the Dask scheduler at {address} (2 workers)" in out
+    remote = {p.relative_to(tmp_path / "remote"): p.read_bytes() for p in (tmp_path / "remote").rglob("*")
+              if p.name in ("metrics.json", "curve.csv")}
+    assert remote == local and len(local) == 2 * 4 * 2
