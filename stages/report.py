@@ -11,7 +11,7 @@ from blocklab import plots
 from blocklab.claims import load_claims, verdicts_markdown
 from blocklab.config import load_params
 from blocklab.errors import reports_errors
-from blocklab.maps import map_outputs, map_section
+from blocklab.maps import map_section
 from blocklab.reference import load_reference
 from blocklab.report import summary_markdown
 
@@ -38,7 +38,7 @@ def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: st
                                          reference)
                    for name in params.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
-        map_figures = {name: map_outputs(params, name, metrics, reports_dir) for name in params.maps}
+        map_figures = {name: plots.map_outputs(params, name, metrics, reports_dir) for name in params.maps}
         figures = {name: future.result() for name, future in drawing.items()}
     map_summary = json.loads((reports_dir / "maps.json").read_text())
     maps = [map_section(params, name, map_summary, map_figures[name]) for name in params.maps]

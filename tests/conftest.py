@@ -345,7 +345,9 @@ def postgresql_server():
     as_user = []
     if os.geteuid() == 0:
         shutil.chown(home, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
+        # util-linux's runuser lives in /usr/sbin, which a minimal PATH (CI's) leaves out
+        runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "runuser"
+        as_user = [runuser, "-u", "postgres", "--"]
     data, port = home / "data", free_port()
     try:
         subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "blocklab", "--auth=trust",

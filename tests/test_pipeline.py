@@ -7,6 +7,7 @@ import shutil
 import pytest
 import yaml
 
+from blocklab.config import load_params
 from blocklab.results import read_metrics
 
 from conftest import ROOT, SHARED_CORPUS, copy_project
@@ -27,9 +28,11 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     metrics = json.loads((small_project.root / "reports" / "metrics.json").read_text())
 
     params = small_project.params
-    expected_keys = {
-        f"{a}/{v}/seed{s}" for a, abl in params["ablations"].items() for v in abl["variants"] for s in abl["seeds"]
-    }
+    plan = load_params(small_project.root / "params.yaml")
+    expected_keys = {spec.key(s) for spec in plan.specs() + plan.map_specs() for s in spec.seeds}  # maps' cells too
+    assert {k for k in expected_keys if k.startswith("stability/")} == {
+        f"stability/{v}/lr{lr}_w{w}/seed{s}" for v in ("post", "pre") for lr in ("0.001", "0.01") for w in (0, 5)
+        for s in (0, 1)}
     assert set(metrics["runs"]) == expected_keys
     assert set(metrics["baselines"]) == {"unigram", "unigram_val", "uniform"}
     assert metrics["baselines"]["uniform"] == pytest.approx(__import__("math").log(28))

@@ -195,22 +195,6 @@ def write_tables(params: Params, metrics: dict, out_dir: Path) -> dict[str, pd.D
     return tables
 
 
-def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path) -> dict[str, str]:
-    """Map `name`'s figures (reports/figures/<map>_heatmap.png, <map>_lr.png): their paths relative to
-    `reports_dir`, by kind."""
-    from blocklab import plots
-
-    cells = cell_table(runs_frame(params, name, metrics))
-    baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
-    drawn = {"heatmap": plots.map_heatmaps(cells, baselines, f"{name}: final validation loss per cell",
-                                           out / f"{name}_heatmap.png")}
-    if LR_FIELD in params.maps[name].axes.train:
-        drawn["lr"] = plots.lr_sensitivity_lines(
-            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023)",
-            out / f"{name}_lr.png")
-    return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}
-
-
 def map_section(params: Params, name: str, summary: dict[str, dict], figures: dict[str, str]) -> str:
     """reports/summary.md's section of map `name`: what it is, each variant's LR sensitivity, best learning
     rate and trainable range per group (reports/maps.json), and its figures."""

@@ -11,8 +11,10 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from blocklab.config import Ablation, load_params  # noqa: E402
+from blocklab.config import Ablation, Params, load_params  # noqa: E402
 from blocklab.intervals import half_width  # noqa: E402
+from blocklab.maps import LR_FIELD, cell_table  # noqa: E402
+from blocklab.maps import runs_frame as map_runs_frame  # noqa: E402
 from blocklab.reference import published  # noqa: E402
 from blocklab.report import curves_frame, plot_table, runs_frame  # noqa: E402
 
@@ -327,3 +329,17 @@ def lr_sensitivity_lines(cells: pd.DataFrame, baselines: dict, title: str, path:
         ax.legend(fontsize=7, title="seed mean; band = seed range", title_fontsize=7)
     fig.suptitle(textwrap.fill(title, TITLE_WIDTH + 40), fontsize=10)
     return _save(fig, path)
+
+
+def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path) -> dict[str, str]:
+    """Map `name`'s figures (reports/figures/<map>_heatmap.png, <map>_lr.png): their paths relative to
+    `reports_dir`, by kind."""
+    cells = cell_table(map_runs_frame(params, name, metrics))
+    baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
+    drawn = {"heatmap": map_heatmaps(cells, baselines, f"{name}: final validation loss per cell",
+                                     out / f"{name}_heatmap.png")}
+    if LR_FIELD in params.maps[name].axes.train:
+        drawn["lr"] = lr_sensitivity_lines(
+            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023)",
+            out / f"{name}_lr.png")
+    return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}
