@@ -27,9 +27,9 @@ def main(runs_dir: Path, baselines_file: Path, reports_dir: Path, params_file: s
     write_json(reports_dir / "timings.json", timings)
     variants = variant_summary(params, metrics)
     write_json(reports_dir / "variants.json", variants, sort_keys=False)
-    maps = map_summary(params, metrics)
+    tables = write_tables(params, metrics, reports_dir / "maps")
+    maps = map_summary(params, metrics, tables)
     write_json(reports_dir / "maps.json", maps, sort_keys=False)
-    write_tables(params, metrics, reports_dir / "maps")
     click.echo(f"{len(metrics['runs'])} runs -> {reports_dir}/metrics.json; {len(variants)} variants -> "
                f"{reports_dir}/variants.json; {len(maps)} map lines -> {reports_dir}/maps.json")
 

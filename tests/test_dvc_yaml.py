@@ -11,39 +11,31 @@ PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
 PIPELINE = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 
 
-def train_block(ablation: str) -> str:
-    return f"""  train_{ablation}:
-    foreach: ${{ablations.{ablation}.variants}}
-    do:
-      cmd: python stages/train.py --ablation {ablation} --variant ${{key}} --checkpoints data/checkpoints/{ablation}/${{key}} data/encoded data/runs/{ablation}/${{key}}
-      deps: *train_deps
-      params:
-        - defaults
-        - ablations.{ablation}.seeds
-        - ablations.{ablation}.model
-        - ablations.{ablation}.train
-        - ablations.{ablation}.variants.${{key}}
-      outs:
-        - data/runs/{ablation}/${{key}}
-"""
-
-
-def map_block(name: str) -> str:
-    return f"""  map_{name}:
-    foreach: ${{maps.{name}.variants}}
+def stage_block(name: str, section: str = "ablations") -> str:
+    """The dvc.yaml block of an ablation's train stages, or (`section="maps"`) of a map's stages."""
+    stage, extra = ("map", f"        - maps.{name}.axes\n") if section == "maps" else ("train", "")
+    return f"""  {stage}_{name}:
+    foreach: ${{{section}.{name}.variants}}
     do:
       cmd: python stages/train.py --ablation {name} --variant ${{key}} --checkpoints data/checkpoints/{name}/${{key}} data/encoded data/runs/{name}/${{key}}
       deps: *train_deps
       params:
         - defaults
-        - maps.{name}.seeds
-        - maps.{name}.model
-        - maps.{name}.train
-        - maps.{name}.axes
-        - maps.{name}.variants.${{key}}
+        - {section}.{name}.seeds
+        - {section}.{name}.model
+        - {section}.{name}.train
+{extra}        - {section}.{name}.variants.${{key}}
       outs:
         - data/runs/{name}/${{key}}
 """
+
+
+def train_block(ablation: str) -> str:
+    return stage_block(ablation)
+
+
+def map_block(name: str) -> str:
+    return stage_block(name, "maps")
 
 
 def map_plot(name: str) -> str:

@@ -143,14 +143,16 @@ def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def map_summary(params: Params, metrics: dict) -> dict[str, dict]:
+def map_summary(params: Params, metrics: dict, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, dict]:
     """reports/maps.json, what `dvc exp show` lists of each map: per `<map>/<variant>/<group>`, the seed-mean
     LR sensitivity with its 95% half-width, the best learning rate, and the smallest and largest learning
-    rate at which no seed collapses or diverges (absent when there is none)."""
+    rate at which no seed collapses or diverges (absent when there is none). `tables`: each map's
+    `cell_table`, if already made (`write_tables` returns them)."""
+    tables = tables or {name: cell_table(runs_frame(params, name, metrics)) for name in params.maps}
+    indexed = {name: table.set_index(["variant", "cell"]) for name, table in tables.items()}
     summary = {}
     for variant, groups in lr_groups(params).items():
-        name = variant.split("/")[0]
-        cells = cell_table(runs_frame(params, name, metrics)).set_index(["variant", "cell"])
+        cells = indexed[variant.split("/")[0]]
         for group, members in groups.items():
             sensitivity = pd.Series(seed_sensitivities(metrics["runs"], members), dtype=float)
             rows = [cells.loc[(variant.split("/")[1], cell.rsplit("/", 1)[1])] for _, cell in members]
