@@ -258,8 +258,20 @@ def stop_tree(process: subprocess.Popen, tree: list[psutil.Process], grace: floa
     except subprocess.TimeoutExpired:
         pass
     psutil.wait_procs(alive(tree), timeout=10)
+    reap_adopted(tree)
     left = alive([psutil.Process(process.pid)] if process.returncode is None else []) + alive(tree)
     assert not left, f"still running after stopping {process.args[0]}: {described(left)}"
+
+
+def reap_adopted(tree: list[psutil.Process]) -> None:
+    """Reap those of `tree` that ended as this process's children. The test process is a subreaper: a
+    server's process whose parent exited first (PostgreSQL's postmaster under `runuser`) is re-parented
+    here, and once ended it stays a zombie until reaped by this process, or by PID 1 after the suite."""
+    for member in tree:
+        try:
+            os.waitpid(member.pid, os.WNOHANG)
+        except ChildProcessError:  # not a child of this process (or already reaped)
+            pass
 
 
 def tree_of(process: subprocess.Popen) -> list[psutil.Process]:
@@ -316,7 +328,22 @@ def _no_process_outlives_the_suite():
     names = described(survivors)  # before they are killed: a killed process has no command line left
     for process in survivors:
         process.kill()
+    zombies = ended_unreaped(before)
     assert not survivors, f"processes started by the tests still running at the end: {names}"
+    assert not zombies, f"processes started by the tests ended but were never reaped (zombies): {zombies}"
+
+
+def ended_unreaped(before: set[int]) -> str:
+    """The test process's children that ended and were never reaped (zombies), reaped now and named."""
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if child.pid not in before and child.status() == psutil.STATUS_ZOMBIE:
+                found.append(f"{child.pid} {child.name()}")
+                os.waitpid(child.pid, os.WNOHANG)
+        except (psutil.NoSuchProcess, ChildProcessError):
+            continue
+    return "; ".join(found)
 
 
 def free_port() -> int:
@@ -362,7 +389,11 @@ def postgresql_server():
                 time.sleep(0.2)
             subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "blocklab", "mlflow"],
                            check=True, capture_output=True, text=True)
-            yield f"postgresql://blocklab@127.0.0.1:{port}/mlflow"
+            try:
+                yield f"postgresql://blocklab@127.0.0.1:{port}/mlflow"
+            finally:  # PostgreSQL's own fast shutdown: the postmaster ends its backends and reaps them
+                subprocess.run([*as_user, str(bindir / "pg_ctl"), "stop", "-D", str(data), "-m", "fast", "-w",
+                                "-t", "30"], capture_output=True, timeout=60)
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

@@ -1,23 +1,33 @@
 """Runs on a Dask cluster (`dask.distributed`): the same cell runner, called by other machines' workers.
 
-With `$BLOCKLAB_DASK_SCHEDULER` (or the train stage's `--scheduler`) set to a scheduler's address, the
-train and map stages submit their runs to that cluster instead of training them on the local workers:
-each run is one task calling `blocklab.runner.run_cell` with the run's resolved settings and the corpus,
-which travels with the tasks (it is small: Tiny Shakespeare's splits are ~9 MB as int64, scattered to the
-workers once). A worker needs blocklab installed and the same torch build to give bitwise the local
-results (every CPU run trains at one thread; start workers with `--nthreads 1`, one run at a time per
-worker process, and as many processes as cores).
+With `$BLOCKLAB_DASK_SCHEDULER` (or `--scheduler`) set to a scheduler's address, the train and map stages
+and `blocklab prefetch` submit their runs to that cluster instead of training them on the local workers:
+each run is one task calling `blocklab.runner.run_cell` with the run's resolved settings and the corpus. A
+worker needs blocklab installed and the same torch build to give bitwise the local results (every CPU run
+trains at one thread; start workers with `--nthreads 1`, one run at a time per worker process, and as many
+processes as cores).
 
-Dask reschedules the tasks of a worker that dies on the others: a lost worker costs its runs' time,
-nothing else, and each run's result comes back once, by its run key. A scheduler that cannot be reached
-fails the stage within `CONNECT_SECONDS`, naming the address.
+The corpus is one task of its own, holding the character ids as bytes (1.1 MB for Tiny Shakespeare), on
+which every run's task depends: Dask copies its result to each worker that needs it, and recomputes it
+from the task itself when every copy is lost. (Scattered data could not be: the scheduler's Active
+Memory Manager drops the replicas a broadcast made, and once the one worker left holding it dies, the
+scheduler forgets the data and cancels every run still waiting for it, "already forgotten".)
+
+A worker that dies costs its runs' time, nothing else: Dask reschedules its tasks on the others, and
+should Dask give a run up (cancelled, or `KilledWorker` after `RETRIES` lost workers), blocklab submits
+it again, up to `RESUBMITS` times. Each run's result comes back once, by its run key. A scheduler that
+cannot be reached fails within `CONNECT_SECONDS`, naming the address.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
 
 from blocklab.data import Corpus
 from blocklab.errors import BlocklabError
@@ -26,13 +36,25 @@ from blocklab.training import RunResult
 
 SCHEDULER_ENV = "BLOCKLAB_DASK_SCHEDULER"
 CONNECT_SECONDS = 10
-SCATTER_SECONDS = 120  # to copy the corpus to every worker (a worker lost meanwhile would hold it up forever)
-RETRIES = 3  # how often a run whose worker died is started again elsewhere (Dask's own count)
+RETRIES = 3  # how often Dask itself starts a run again elsewhere when its worker dies
+RESUBMITS = 3  # how often blocklab submits a run again that Dask gave up (cancelled, or KilledWorker)
 
 
 def scheduler_address(option: str | None = None) -> str | None:
     """The scheduler to submit to: the option, else $BLOCKLAB_DASK_SCHEDULER, else None (the local workers)."""
     return option or os.environ.get(SCHEDULER_ENV) or None
+
+
+def _packed(corpus: Corpus) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The corpus as compact arrays (one byte an id where the vocabulary allows): what the corpus task holds."""
+    dtype = np.uint8 if corpus.vocab_size <= 256 else np.int32
+    return list(corpus.chars), np.asarray(corpus.train).astype(dtype), np.asarray(corpus.val).astype(dtype)
+
+
+def _unpacked(chars: list[str], train: np.ndarray, val: np.ndarray) -> Corpus:
+    """The corpus task: the ids as the int64 tensors the trainer indexes with."""
+    return Corpus(chars=chars, train=torch.from_numpy(train.astype(np.int64)),
+                  val=torch.from_numpy(val.astype(np.int64)))
 
 
 def _cell_on_a_worker(job: Job, corpus: Corpus) -> tuple[RunResult, float]:
@@ -41,38 +63,72 @@ def _cell_on_a_worker(job: Job, corpus: Corpus) -> tuple[RunResult, float]:
     return run_cell(job, corpus), taken
 
 
-def train_on_cluster(jobs: Sequence[Job], corpus: Corpus, address: str, echo=print) -> dict[str, RunResult]:
-    """Every job on the cluster at `address`, keyed by its run key, in the jobs' order. Each result's
-    `cell_seconds` is from the moment a worker took it to the moment its result was back here."""
-    jobs = list(jobs)
-    if not jobs:
-        return {}
+def connect(address: str):
+    """A client of the scheduler at `address`, or an error within CONNECT_SECONDS that names it."""
     try:
-        from distributed import Client, as_completed
+        from distributed import Client
     except ImportError:
         raise BlocklabError(f"{SCHEDULER_ENV}={address} asks for a Dask cluster, but dask.distributed is not "
                             f"installed: pip install -e .[cluster]") from None
     try:
-        client = Client(address, timeout=f"{CONNECT_SECONDS}s", set_as_default=False)
+        return Client(address, timeout=f"{CONNECT_SECONDS}s", set_as_default=False)
     except (OSError, TimeoutError) as err:
         raise BlocklabError(f"cannot reach the Dask scheduler at {address} ({err}): start it (`dask scheduler`) "
                             f"or unset {SCHEDULER_ENV} to train on this machine's workers") from None
+
+
+def train_on_cluster(jobs: Sequence[Job], corpus: Corpus, address: str, echo=print,
+                     on_result: Callable[[Job, RunResult], None] | None = None) -> dict[str, RunResult]:
+    """Every job on the cluster at `address`, keyed by its run key, in the jobs' order; the first jobs are
+    given the highest priority (pass the longest first). `on_result(job, result)` is called here as each
+    result comes back. Each result's `cell_seconds` is from the moment a worker took it to the moment its
+    result was back here."""
+    jobs = list(jobs)
+    if not jobs:
+        return {}
+    from distributed import as_completed
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
+
+    client = connect(address)
     try:
         workers = len(client.scheduler_info().get("workers", {}))
         echo(f"submitting {len(jobs)} runs to the Dask scheduler at {address} ({workers} workers)")
-        try:  # a copy on every worker: a worker lost later takes no data with it
-            shared = client.scatter(corpus, broadcast=True, timeout=SCATTER_SECONDS)
-        except (OSError, TimeoutError) as err:
-            raise BlocklabError(f"could not hand the corpus to the Dask workers at {address} within "
-                                f"{SCATTER_SECONDS} s ({err}): is a worker stuck or gone? Run the stage again") from None
-        # pure=False: a run is one task whatever Dask's hashing makes of its arguments; key: its run key
-        futures = {client.submit(_cell_on_a_worker, job, shared, key=f"blocklab-{job.key}-{os.getpid()}",
-                                 pure=False, retries=RETRIES): job for job in jobs}
+        packed = _packed(corpus)
+        digest = hashlib.sha256(b"".join(a.tobytes() for a in packed[1:])).hexdigest()[:16]
+        corpus_task = client.submit(_unpacked, *packed, key=f"blocklab-corpus-{digest}-{os.getpid()}", pure=False)
+        attempts = {job.key: 0 for job in jobs}
+
+        def submit(index: int):
+            job = jobs[index]
+            # pure=False: a run is one task whatever Dask's hashing makes of its arguments; key: its run key
+            return client.submit(_cell_on_a_worker, job, corpus_task, pure=False, retries=RETRIES,
+                                 priority=len(jobs) - index,
+                                 key=f"blocklab-{job.key}-{os.getpid()}-{attempts[job.key]}")
+
+        futures = {submit(i): i for i in range(len(jobs))}
         results: dict[str, RunResult] = {}
-        for future in as_completed(futures, loop=client.loop):
-            result, taken = future.result()
+        running = as_completed(list(futures), loop=client.loop)
+        for future in running:
+            index = futures.pop(future)
+            job = jobs[index]
+            try:
+                result, taken = future.result()
+            except (FutureCancelledError, KilledWorker) as err:
+                if attempts[job.key] >= RESUBMITS:
+                    raise BlocklabError(f"{job.key}: the Dask cluster at {address} gave the run up "
+                                        f"{RESUBMITS + 1} times ({type(err).__name__}: {err}); are its workers "
+                                        f"being killed (out of memory?)") from None
+                attempts[job.key] += 1
+                echo(f"{job.key}: the Dask cluster gave the run up ({type(err).__name__}); submitting it again")
+                again = submit(index)
+                futures[again] = index
+                running.add(again)
+                continue
             result.cell_seconds = time.time() - taken
-            results[futures[future].key] = result
+            results[job.key] = result
+            if on_result is not None:
+                on_result(job, result)
         return {job.key: results[job.key] for job in jobs}
     finally:
         client.close()
