@@ -25,7 +25,8 @@ $(BIN)/blocklab: pyproject.toml $(LOCK)
 
 install: $(BIN)/blocklab
 
-repro: install    ## run the whole default pipeline
+repro: install    ## run the whole default pipeline: every run it needs trained at once, then dvc repro copies them
+	blocklab prefetch
 	dvc repro
 
 test: install     ## the full test suite, slow end-to-end reproductions included

@@ -38,9 +38,9 @@ def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: st
                                          reference)
                    for name in params.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
-        map_figures = {name: plots.map_outputs(params, name, metrics, reports_dir) for name in params.maps}
+        map_summary = json.loads((reports_dir / "maps.json").read_text())
+        map_figures = {name: plots.map_outputs(params, name, metrics, reports_dir, map_summary) for name in params.maps}
         figures = {name: future.result() for name, future in drawing.items()}
-    map_summary = json.loads((reports_dir / "maps.json").read_text())
     maps = [map_section(params, name, map_summary, map_figures[name]) for name in params.maps]
     samples = json.loads((reports_dir / "samples.json").read_text())
     summary = summary_markdown(params, metrics, reference, figures, gradients,

@@ -216,12 +216,40 @@ def small_project(tmp_path) -> Project:
     return make_small_project(tmp_path)
 
 
+# What a run or a report holds that the same parameters reproduce byte for byte (wall times are apart).
+DETERMINISTIC_RUN_FILES = ("metrics.json", "curve.csv", "model.pt")
+MLFLOW_STORE = ("mlflow.db", "mlflow.db.lock", "mlartifacts", "mlruns")
+
+
+def outputs_of(root: Path) -> dict[str, bytes]:
+    """A reproduced project's deterministic outputs: every run's metrics, curve and weights, and every report
+    but the wall times."""
+    runs = [p for p in (root / "data" / "runs").rglob("*") if p.name in DETERMINISTIC_RUN_FILES]
+    reports = [p for p in (root / "reports").rglob("*") if p.is_file() and p.name != "timings.json"]
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(runs + reports)}
+
+
 @pytest.fixture(scope="session")
 def reproduced_project(tmp_path_factory) -> Project:
     """A small project after one `dvc repro` (which also logs to <project>/mlflow.db), shared by the
-    session's tests: they may run more experiments in it, never undo one."""
+    session's tests: they may run more experiments in it, never undo one. What that first `dvc repro` wrote
+    is kept: its output (`first_repro`), its deterministic files (`outputs`), and the whole project as it
+    was (`pristine`, without its MLflow store), which `pristine_copy` copies for a test that changes it."""
     project = make_small_project(tmp_path_factory.mktemp("reproduced"))
     project.first_repro = project.run("dvc", "repro")
+    project.outputs = outputs_of(project.root)
+    project.pristine = tmp_path_factory.mktemp("pristine") / "project"
+    shutil.copytree(project.root, project.pristine, symlinks=True, ignore=shutil.ignore_patterns(*MLFLOW_STORE))
+    return project
+
+
+def pristine_copy(reproduced: Project, dest: Path) -> Project:
+    """A project of its own, as `reproduced` was right after its first `dvc repro` (git, DVC's cache and run
+    cache, the run store and every output), with no MLflow store: a test that changes it trains only what
+    its change touches."""
+    shutil.copytree(reproduced.pristine, dest, symlinks=True)
+    project = Project(dest, Path(reproduced.env["BLOCKLAB_DATA_MIRROR"]))
+    project.first_repro, project.outputs = reproduced.first_repro, reproduced.outputs
     return project
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import torch
 
-from blocklab.bench import (QUEUE_SWEEP_PARAM, compare_trainers, queue_sweep_values, reference_loop,
-                            training_flops_per_token)
+from blocklab.bench import QUEUE_SWEEP_PARAM, compare_trainers, queue_sweep_values, reference_loop
 from blocklab.config import ModelConfig, RunSpec, TrainConfig, load_params
 from blocklab.data import Corpus
+from blocklab.model import training_flops_per_token
 from blocklab.training import train_run
 
 VOCAB = 65
@@ -101,3 +101,17 @@ def test_plan_cost_trains_what_differs_reads_what_is_shared_and_counts_a_copied_
     assert rows["other/post"]["new_seconds"] == 0.0 and rows["other/post"]["seeds_copied"] == 2
     assert cost["ratio"] == cost["new_seconds"] / cost["old_seconds"]
     assert seen[0].startswith("bench/post: seeds 1 -> 2 (0 copied)")
+
+
+def test_the_plan_schedule_simulation_places_the_longest_run_first_on_the_first_free_worker():
+    from blocklab.bench import longest_first_makespan, plan_schedule, plan_stage_times
+
+    assert longest_first_makespan([3, 1, 2, 2], 2) == 4  # 3 | 2, then 2 after the 2, then 1 after the 3
+    assert longest_first_makespan([3, 1], 8) == 3 and longest_first_makespan([], 4) == 0
+    (row,) = plan_schedule({"train_a@x": [3, 1], "train_b@y": [2, 2]}, [2])
+    assert row == {"workers": 2, "stage_by_stage_seconds": 5, "whole_plan_seconds": 4, "ratio": 1.25,
+                   "busy_stage_by_stage": 0.8, "busy_whole_plan": 1.0}
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    post, w0 = params.spec("norm_order", "post"), params.spec("warmup", "w0")
+    timings = {post.key(0): {"seconds": 9.0}, w0.key(0): {"seconds": 9.0, "reused_from": post.key(0)}}
+    assert plan_stage_times(params, timings) == {"train_norm_order@post": [9.0]}  # a copied run costs nothing

@@ -1,6 +1,7 @@
 """A map's cells on a Dask cluster (blocklab.cluster): a real `dask scheduler` and two real `dask worker`s on
 127.0.0.1, started and stopped by the tests. The results equal the local workers' bit for bit; a worker
-killed in the middle costs nothing; a scheduler that cannot be reached fails naming its address."""
+killed in the middle costs nothing; a scheduler that cannot be reached fails naming its address. (The map's
+stage and `blocklab prefetch` on a cluster, through DVC: tests/test_prefetch.py.)"""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from blocklab.data import Corpus
 from blocklab.errors import BlocklabError
 from blocklab.runner import Job, run_cell, train_runs
 
-from conftest import free_port, make_small_project, reap_adopted, started, tree_of
+from conftest import free_port, reap_adopted, started, tree_of
 
 DASK = str(Path(sys.executable).with_name("dask"))
 
@@ -126,19 +127,3 @@ def test_a_scheduler_that_cannot_be_reached_fails_naming_its_address():
     address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(BlocklabError, match=f"cannot reach the Dask scheduler at {address}"):
         train_on_cluster(map_jobs()[:1], small_corpus(), address, echo=lambda _: None)
-
-
-@pytest.mark.slow
-def test_the_map_stage_on_a_dask_cluster_writes_the_local_runs_results(tmp_path):
-    project = make_small_project(tmp_path)
-    project.run("dvc", "repro", "map_stability@post")
-    runs = project.root / "data/runs/stability/post"
-    local = {p.relative_to(runs): p.read_bytes() for p in runs.rglob("*") if p.name in ("metrics.json", "curve.csv")}
-    with dask_cluster() as (address, _):
-        project.env["BLOCKLAB_DASK_SCHEDULER"] = address
-        out = project.run("python", "stages/train.py", "--ablation", "stability", "--variant", "post",
-                          "--store", str(tmp_path / "empty-store"), "data/encoded", str(tmp_path / "remote")).stdout
-    assert f"to the Dask scheduler at {address} (2 workers)" in out
-    remote = {p.relative_to(tmp_path / "remote"): p.read_bytes() for p in (tmp_path / "remote").rglob("*")
-              if p.name in ("metrics.json", "curve.csv")}
-    assert remote == local and len(local) == 2 * 4 * 2

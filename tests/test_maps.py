@@ -210,17 +210,17 @@ def _files(root, prefix: str) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_a_map_through_dvc_and_one_more_learning_rate_trains_only_its_cells(tmp_path):
+def test_a_map_through_dvc_and_one_more_learning_rate_trains_only_its_cells(reproduced_project, tmp_path):
     import json
     import re
 
-    from conftest import make_small_project
+    from conftest import pristine_copy
 
-    project = make_small_project(tmp_path)  # its own: it changes the map
+    project = pristine_copy(reproduced_project, tmp_path / "project")  # its own: it changes the map
     params = project.params["maps"]["stability"]
     variants, seeds = list(params["variants"]), params["seeds"]
     assert params["axes"] == {"train": {"lr": [0.001, 0.01], "warmup": [0, 5]}}
-    first = project.run("dvc", "repro").stdout
+    first = project.first_repro.stdout
     root = project.root
     runs = json.loads((root / "reports/metrics.json").read_text())["runs"]
     cells = [f"lr{lr}_w{w}" for lr in ("0.001", "0.01") for w in (0, 5)]

@@ -50,7 +50,7 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     # another corpus than the one table A and the ladder were published on: no published column
     assert "| published" not in summary and "3.341 (seed 0)" not in summary
     curve = (small_project.root / "data/runs/norm_order/pre/seed0/curve.csv").read_text().splitlines()
-    assert curve[0] == "step,loss,grad_norm,lr,val_loss" and len(curve) == 13
+    assert curve[0] == "step,loss,grad_norm,lr,val_loss,attn_logit_max,logit_log_z" and len(curve) == 13
 
     figures = small_project.root / "reports" / "figures"
     for name, ablation in params["ablations"].items():

@@ -1,15 +1,21 @@
 """No run is trained twice: runs kept by what determines their results (blocklab.run_store)."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from blocklab import run_store
 from blocklab.config import ModelConfig, RunSpec, TrainConfig, load_params
-from blocklab.run_store import RunStore
+from blocklab.run_store import DamagedEntry, RunKeys, RunStore
 
-from conftest import ROOT, make_small_project
+from conftest import ROOT
 
 SPEC = RunSpec(ablation="a", variant="v", label="v", model=ModelConfig(n_layers=1),
                train=TrainConfig(steps=10, lr=1e-2), seeds=(0, 1))
@@ -24,37 +30,116 @@ def encoded(tmp_path) -> Path:
     return folder
 
 
-def test_the_key_changes_with_every_input_of_a_run_and_with_nothing_else(encoded, tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text("# a stage\n")
-    keys = RunStore.keys(SPEC, encoded, [script])
+def test_the_key_changes_with_every_input_of_a_run_and_with_nothing_else(encoded, monkeypatch, tmp_path):
+    keys = RunKeys(encoded).of(SPEC)
     assert keys[0] != keys[1]  # the seed
-    assert RunStore.keys(replace(SPEC, ablation="b", variant="w", label="w"), encoded, [script]) == keys  # names
-    assert RunStore.keys(replace(SPEC, model=ModelConfig(n_layers=2)), encoded, [script])[0] != keys[0]
-    assert RunStore.keys(replace(SPEC, train=TrainConfig(steps=10, lr=2e-2)), encoded, [script])[0] != keys[0]
+    assert RunKeys(encoded).of(replace(SPEC, ablation="b", variant="w", label="w")) == keys  # names
+    assert RunKeys(encoded).of(replace(SPEC, model=ModelConfig(n_layers=2)))[0] != keys[0]
+    assert RunKeys(encoded).of(replace(SPEC, train=TrainConfig(steps=10, lr=2e-2)))[0] != keys[0]
     (encoded / "train.bin").write_bytes(b"\x01\x02\x04")
-    assert RunStore.keys(SPEC, encoded, [script])[0] != keys[0]  # the corpus
+    assert RunKeys(encoded).of(SPEC)[0] != keys[0]  # the corpus
     (encoded / "train.bin").write_bytes(b"\x01\x02\x03")
-    script.write_text("# a stage, changed\n")
-    assert RunStore.keys(SPEC, encoded, [script])[0] != keys[0]  # the code that trains
-    script.write_text("# a stage\n")
-    assert RunStore.keys(SPEC, encoded, [script]) == keys
+    code = tmp_path / "package"
+    shutil.copytree(run_store.PACKAGE, code)
+    monkeypatch.setattr(run_store, "PACKAGE", code)
+    assert RunKeys(encoded).of(SPEC) == keys  # the same code elsewhere
+    (code / "training.py").write_text((code / "training.py").read_text() + "\n# changed\n")
+    assert RunKeys(encoded).of(SPEC)[0] != keys[0]  # the code that trains
 
 
-def test_a_kept_run_is_copied_whole_with_where_it_was_first_trained(tmp_path):
-    run = tmp_path / "runs" / "seed0"
+def test_the_key_covers_every_module_the_training_code_imports():
+    """Whatever process computes a key (a train stage, `blocklab prefetch`), it hashes the same files: those
+    the cell runner and the run files' writer load, errors' messages aside."""
+    from test_stage_dependencies import _closure
+
+    reached = {Path(p).stem for p in _closure(run_store.PACKAGE / "runner.py") | _closure(run_store.PACKAGE / "results.py")}
+    assert reached | {"runner", "results"} == set(run_store.TRAINING_CODE) | {"errors"}
+
+
+def _entry(tmp_path: Path, name: str = "run") -> Path:
+    run = tmp_path / name
     run.mkdir(parents=True)
     (run / "metrics.json").write_text('{"val_loss": 2.2}')
     (run / "model.pt").write_bytes(b"weights")
+    return run
+
+
+def test_a_kept_run_is_copied_whole_with_where_it_was_first_trained(tmp_path):
+    run = _entry(tmp_path)
     store = RunStore(tmp_path / "store")
-    assert store.origin("k") is None
+    assert store.origin("k") is None and store.verified("k") is None
     store.put("k", run, "a/v/seed0")
     store.put("k", run, "b/w/seed0")  # already kept: the first stays
-    assert store.origin("k") == "a/v/seed0"
-    store.copy_to("k", tmp_path / "copy")
+    assert store.verified("k") == "a/v/seed0"
+    assert store.copy_to("k", tmp_path / "copy") == "a/v/seed0"
     assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["metrics.json", "model.pt"]
     assert (tmp_path / "copy" / "model.pt").read_bytes() == b"weights"
-    assert not list((tmp_path / "store").glob(".incoming-*"))
+    assert not store.leftovers()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "changed", "missing", "no manifest"])
+def test_a_damaged_entry_is_never_handed_out_it_is_discarded_naming_its_run(tmp_path, damage):
+    store = RunStore(tmp_path / "store")
+    store.put("k", _entry(tmp_path), "a/v/seed0")
+    entry = tmp_path / "store" / "k"
+    if damage == "truncated":
+        (entry / "metrics.json").write_text('{"val_lo')
+    elif damage == "changed":
+        (entry / "model.pt").write_bytes(b"weightz")
+    elif damage == "missing":
+        (entry / "model.pt").unlink()
+    else:
+        (entry / "manifest.json").unlink()
+    with pytest.raises(DamagedEntry, match="damaged .*discarded, the run trains afresh") as err:
+        store.copy_to("k", tmp_path / "copy")
+    assert damage == "no manifest" or "a/v/seed0" in str(err.value)
+    assert not entry.exists() and store.verified("k") is None  # gone: the run is missing, to be trained
+    assert not (tmp_path / "copy" / "metrics.json").exists() and not (tmp_path / "copy" / "model.pt").exists()
+    store.put("k", _entry(tmp_path, "again"), "a/v/seed0")
+    (entry / "metrics.json").write_text("{}")
+    with pytest.raises(DamagedEntry):  # verified() checks as copy_to does
+        store.verified("k")
+    assert not entry.exists()
+
+
+def test_an_entry_half_written_by_a_killed_process_is_invisible_and_pruned(tmp_path):
+    store = RunStore(tmp_path / "store")
+    script = (f"import sys, os, time; sys.path.insert(0, {str(run_store.PACKAGE.parent)!r})\n"
+              "from blocklab.run_store import RunStore\n"
+              "def write(folder):\n"
+              "    (folder / 'metrics.json').write_text('{}')\n"
+              "    print('writing', flush=True); time.sleep(60)\n"
+              f"RunStore({str(tmp_path / 'store')!r}).put_written('k', 'a/v/seed0', write)\n")
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "writing"
+    process.kill()
+    process.wait()
+    assert store.keys() == [] and store.verified("k") is None  # nothing visible under the key
+    assert [p.name.startswith(".incoming-") for p in store.leftovers()] == [True]
+    store.put("k", _entry(tmp_path), "a/v/seed0")  # the next put is not in its way
+    assert store.verified("k") == "a/v/seed0"
+
+
+def _put_many(root: str, run: str, start: float) -> str:
+    while time.time() < start:
+        pass
+    RunStore(Path(root)).put("k", Path(run), f"from/{os.getpid()}/seed0")
+    return RunStore(Path(root)).verified("k")
+
+
+def test_two_processes_putting_the_same_key_at_once_leave_one_whole_entry(tmp_path):
+    import multiprocessing
+
+    run = _entry(tmp_path)
+    for attempt in range(5):
+        root = tmp_path / f"store{attempt}"
+        with multiprocessing.get_context("spawn").Pool(2) as pool:
+            start = time.time() + 2  # both begin together, after the pool has started
+            origins = pool.starmap(_put_many, [(str(root), str(run), start)] * 2)
+        store = RunStore(root)
+        assert store.keys() == ["k"] and not store.leftovers()
+        assert origins[0] == origins[1] == store.verified("k")  # both see the one entry that won
+        store.copy_to("k", tmp_path / f"copy{attempt}")
 
 
 def _equal_pairs(params) -> list[tuple[str, str]]:
@@ -82,16 +167,15 @@ def test_the_default_plan_trains_none_of_its_runs_twice():
     assert len(pairs) >= 25
 
 
-def test_a_run_with_the_settings_of_one_trained_before_is_copied_byte_for_byte(tmp_path):
-    project = make_small_project(tmp_path)  # its own: other tests run experiments in the shared one
-    pairs = _equal_pairs(load_params(project.root / "params.yaml"))
+def test_a_run_with_the_settings_of_one_trained_before_is_copied_byte_for_byte(reproduced_project):
+    root = reproduced_project.pristine  # right after the first `dvc repro` of the small plan
+    pairs = _equal_pairs(load_params(root / "params.yaml"))
     assert pairs, "the small plan has no two variants with equal settings"
-    out = project.run("dvc", "repro").stdout
-    runs = project.root / "data" / "runs"
+    out = reproduced_project.first_repro.stdout
+    runs = root / "data" / "runs"
     for first, later in pairs:
         for name in ("metrics.json", "curve.csv", "model.pt"):
             assert (runs / later / name).read_bytes() == (runs / first / name).read_bytes(), (later, name)
         assert json.loads((runs / later / "timing.json").read_text())["reused_from"] == first
     copied = [line for line in out.splitlines() if "copied, not trained again" in line]
     assert len(copied) == len(pairs), copied
-    assert "Data and pipelines are up to date" in project.run("dvc", "status").stdout

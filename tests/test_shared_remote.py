@@ -5,25 +5,24 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
-from conftest import Project, make_small_project
+from conftest import Project, pristine_copy
 
 
 @pytest.mark.slow
-def test_a_second_clone_pulls_the_first_ones_results_and_its_repro_trains_nothing(tmp_path):
-    (tmp_path / "first").mkdir()
-    first = make_small_project(tmp_path / "first")
+def test_a_second_clone_pulls_the_first_ones_results_and_its_repro_trains_nothing(reproduced_project, tmp_path):
+    first = pristine_copy(reproduced_project, tmp_path / "first")  # reproduced, its run cache included
     remote = tmp_path / "remote"  # a local-directory remote: what an s3://, ssh:// or gs:// one does, here
     first.run("dvc", "remote", "add", "-d", "shared", str(remote))
-    first.run("dvc", "repro")
     first.run("dvc", "push", "--run-cache")
     first.commit("results of the default run")  # dvc.lock and the remote's config, as a team commits them
 
     clone = tmp_path / "second"
     first.run("git", "clone", "-q", str(first.root), str(clone))
-    second = Project(clone, tmp_path / "first" / "corpus.txt")
+    second = Project(clone, Path(first.env["BLOCKLAB_DATA_MIRROR"]))
     second.env["BLOCKLAB_DATA_MIRROR"] = str(tmp_path / "nowhere.txt")  # it must not need the corpus either
     pulled = second.run("dvc", "pull", "--run-cache")
     assert "files" in pulled.stdout and "added" in pulled.stdout, pulled.stdout

@@ -18,7 +18,7 @@ import pytest
 from blocklab.config import load_params
 from blocklab.tracking import PARENT_TAG, RUN_KEY_TAG
 
-from conftest import free_port, make_small_project, mlflow_server, postgresql_server, started
+from conftest import free_port, mlflow_server, postgresql_server, pristine_copy, started
 
 
 @pytest.fixture
@@ -80,12 +80,10 @@ def test_track_logs_to_a_team_server_on_postgresql_as_into_the_sqlite_default(pr
 
 
 @pytest.mark.slow
-def test_two_queued_experiments_logging_at_once_to_the_server_leave_every_run_once(tmp_path):
+def test_two_queued_experiments_logging_at_once_to_the_server_leave_every_run_once(reproduced_project, tmp_path):
     """Neither the baseline nor anything else logged to the server before: both experiments log the whole
     plan at the same time, most of it the same runs (only norm_order's differ)."""
-    project = make_small_project(tmp_path)
-    project.env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'baseline.db'}"
-    project.run("dvc", "repro")
+    project = pristine_copy(reproduced_project, tmp_path / "project")  # reproduced; its MLflow store left behind
     project.commit("baseline results")
     with postgresql_server() as database, mlflow_server(database, tmp_path / "artifacts") as server:
         project.env["MLFLOW_TRACKING_URI"] = server

@@ -20,7 +20,7 @@ from blocklab.config import load_params
 from blocklab.tracking import PARENT_TAG, RUN_KEY_TAG, ensure_store, track, workspace_root
 
 from conftest import (
-    alive, described, free_port, make_small_project, started, started_by_tests, tree_of, wait_until_healthy,
+    alive, described, free_port, pristine_copy, started, started_by_tests, tree_of, wait_until_healthy,
 )
 
 
@@ -227,9 +227,9 @@ def test_queue_workers_temporary_copies_resolve_to_the_workspace_store(tmp_path)
 
 
 @pytest.mark.slow
-def test_four_queued_experiments_that_break_a_claim_all_record_in_dvc_and_in_the_workspace_store(tmp_path):
-    project = make_small_project(tmp_path)
-    project.run("dvc", "repro")
+def test_four_queued_experiments_that_break_a_claim_all_record_in_dvc_and_in_the_workspace_store(
+        reproduced_project, tmp_path):
+    project = pristine_copy(reproduced_project, tmp_path / "project")
     project.commit("baseline results")
     uri = f"sqlite:///{project.root / 'mlflow.db'}"
     ensure_store(uri)

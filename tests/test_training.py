@@ -144,9 +144,10 @@ def test_a_written_run_reads_back_with_its_curve_and_metrics(tmp_path):
     result = train_run(SMALL_MODEL, cfg, 0, train, val, vocab)
     write_run(tmp_path / "seed0", result, tokens_per_step=4 * SMALL_MODEL.context)
     curve = read_curve(tmp_path / "seed0")
-    assert list(curve.columns) == ["step", "loss", "grad_norm", "lr", "val_loss"]
+    assert list(curve.columns) == ["step", "loss", "grad_norm", "lr", "val_loss", "attn_logit_max", "logit_log_z"]
     assert curve["loss"].tolist() == [row["loss"] for row in result.curve]  # floats survive exactly
     assert curve["val_loss"].notna().tolist() == [row["val_loss"] is not None for row in result.curve]
+    assert curve["attn_logit_max"].notna().tolist() == [row["val_loss"] is not None for row in result.curve]
     assert read_metrics(tmp_path / "seed0") == result.metrics
     assert read_timing(tmp_path / "seed0")["seconds"] == result.seconds
 

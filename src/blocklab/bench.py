@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from blocklab.config import ModelConfig, Params, RunSpec
 from blocklab.data import Corpus
+from blocklab.model import training_flops_per_token
 from blocklab.step_kernels import kernel_seconds, record_step
 from blocklab.runner import THREADS, jobs_of, train_runs
 from blocklab.threads import torch_threads
@@ -104,16 +105,6 @@ def reference_loop(spec: RunSpec, seed: int, train: torch.Tensor, vocab: int) ->
 
 
 # --- what the machine and the model ask for -------------------------------------------------------
-
-def training_flops_per_token(cfg: ModelConfig, vocab: int) -> int:
-    """Matrix-product FLOPs to train on one token: 3x the forward pass (backward costs about twice
-    the forward). Forward per token and layer: q,k,v and output projections 2*4*d^2, feed-forward
-    2*2*m*d^2, attention scores and weighted sum 2*2*T*d (full T x T, as the kernels compute it);
-    plus the head, 2*d*V. Element-wise work (norms, softmax, GELU, AdamW) is not counted."""
-    d, T, m = cfg.d_model, cfg.context, cfg.ffn_mult
-    per_layer = 8 * d * d + 4 * m * d * d + 4 * T * d
-    return 3 * (cfg.n_layers * per_layer + 2 * d * vocab)
-
 
 def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
     """fp32 matrix-product peak with all threads: the best of a few large square products."""
@@ -348,3 +339,117 @@ def _wait_for_queue(env: dict, names: list[str], poll: float = 2.0) -> None:
         if len(lines) == len(names) and all("Success" in line for line in lines):
             return
         time.sleep(poll)
+
+
+# --- the whole plan at once against stage by stage, on a cluster of any size -------------------------
+
+def plan_stage_times(params: Params, timings: dict) -> dict[str, list[float]]:
+    """Each train and map stage's runs' training times (reports/timings.json), the runs it trains itself:
+    a run copied from another stage's (`reused_from`) costs nothing."""
+    stages: dict[str, list[float]] = {}
+    for spec in params.specs() + params.map_specs():
+        stage = f"{'map' if spec.cell else 'train'}_{spec.ablation}@{spec.variant}"
+        for seed in spec.seeds:
+            timing = timings.get(spec.key(seed))
+            if timing is not None and "reused_from" not in timing:
+                stages.setdefault(stage, []).append(timing["seconds"])
+    return stages
+
+
+def longest_first_makespan(seconds: list[float], workers: int) -> float:
+    """How long `workers` take to run jobs of these durations, each taking the longest one left as it frees up."""
+    import heapq
+
+    free = [0.0] * min(workers, len(seconds))
+    for duration in sorted(seconds, reverse=True):
+        heapq.heapreplace(free, free[0] + duration)
+    return max(free, default=0.0)
+
+
+def plan_schedule(stages: dict[str, list[float]], workers: list[int]) -> list[dict]:
+    """Per cluster size: the plan's training wall time stage by stage (`dvc repro`: each stage's runs on the
+    cluster, the next stage when the slowest is back) and all at once (`blocklab prefetch`, longest first),
+    and the share of the workers' time each keeps busy."""
+    work = sum(map(sum, stages.values()))
+    rows = []
+    for count in workers:
+        by_stage = sum(longest_first_makespan(times, count) for times in stages.values())
+        at_once = longest_first_makespan([t for times in stages.values() for t in times], count)
+        rows.append({"workers": count, "stage_by_stage_seconds": round(by_stage, 1),
+                     "whole_plan_seconds": round(at_once, 1), "ratio": round(by_stage / at_once, 2),
+                     "busy_stage_by_stage": round(work / (count * by_stage), 3),
+                     "busy_whole_plan": round(work / (count * at_once), 3)})
+    return rows
+
+
+# --- the default plan from a cold store: stage by stage against all at once ----------------------------
+
+def make_repro_both_ways(workdir: Path, dask_workers: int = 0, echo=print) -> dict:
+    """The whole default plan reproduced twice from nothing, in two fresh clones of this repository under
+    `workdir` (no run store, no DVC cache): `dvc repro` (each train stage trains its own runs, stage by stage)
+    and `blocklab prefetch` then `dvc repro` (every run at once, longest first; the stages copy them). With
+    `dask_workers`, both train on a local Dask cluster of that many one-thread workers, started here. Returns
+    the wall times, their ratio, and how busy the workers were: the runs' training time over workers x wall."""
+    from contextlib import ExitStack
+
+    root = Path.cwd()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "DVC_NO_ANALYTICS": "1"}
+    figures: dict = {}
+    with ExitStack() as stack:
+        workers = os.cpu_count() or 1
+        if dask_workers:
+            env["BLOCKLAB_DASK_SCHEDULER"] = stack.enter_context(_local_dask_cluster(dask_workers))
+            workers = dask_workers
+        for way, commands in (("stage_by_stage", [["dvc", "repro"]]),
+                              ("prefetch", [["blocklab", "prefetch"], ["dvc", "repro"]])):
+            clone = Path(workdir) / way
+            subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+            echo(f"{way}: {' && '.join(' '.join(c) for c in commands)} in {clone}")
+            started = time.perf_counter()
+            for command in commands:
+                subprocess.run(command, cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
+            wall = time.perf_counter() - started
+            timings = json.loads((clone / "reports/timings.json").read_text())
+            training = sum(t["seconds"] for t in timings.values() if "reused_from" not in t)
+            figures[way] = {"wall_seconds": round(wall, 1), "training_seconds": round(training, 1),
+                            "busy": round(training / (workers * wall), 3)}
+            echo(f"  {wall:.0f} s wall, {training:.0f} s of training: workers busy {training / (workers * wall):.0%}")
+    figures["workers"] = workers
+    figures["ratio"] = round(figures["stage_by_stage"]["wall_seconds"] / figures["prefetch"]["wall_seconds"], 3)
+    return figures
+
+
+def _local_dask_cluster(workers: int):
+    """A Dask scheduler and `workers` one-thread worker processes on 127.0.0.1, stopped on leaving; yields its
+    address."""
+    from contextlib import contextmanager
+
+    from blocklab.processes import stop_group
+
+    @contextmanager
+    def cluster():
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        address = f"tcp://127.0.0.1:{port}"
+        dask = str(Path(sys.executable).with_name("dask"))
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+        started = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                     "--dashboard-address", ":0", "--no-show"], **quiet)]
+        started += [subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--nworkers", "1", "--host",
+                                      "127.0.0.1", "--dashboard-address", ":0"], **quiet) for _ in range(workers)]
+        try:
+            from distributed import Client
+
+            with Client(address, timeout="60s", set_as_default=False) as client:
+                client.wait_for_workers(workers, timeout=120)
+            yield address
+        finally:
+            for process in reversed(started):
+                stop_group(process.pid)
+                process.wait()
+
+    return cluster()

@@ -24,8 +24,10 @@ pipeline's reports and the runs' curves:
                                               (blocklab.maps: here no warmup), as a seed mean with its interval
     max_trainable_lr("stability/post", "w0")  per seed, the largest learning rate of that group at which the
                                               seed trains (neither collapsed nor diverged; null: at none)
+    best_lr("proxies/standard", "d128")       per seed, the learning rate of that group with the lowest final
+                                              validation loss (a diverged run is no candidate)
 
-combined with + - * / and abs(). Arithmetic over two seed means trained on the same seeds is per seed
+combined with + - * /, abs() and log10(). Arithmetic over two seed means trained on the same seeds is per seed
 (the difference is paired); over different seeds, + and - give Welch's interval (blocklab.intervals).
 
 Verdicts: `holds`, `fails`, `inconclusive` (a finding over seed means whose interval does not decide it)
@@ -54,7 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from blocklab.errors import BlocklabError
 from blocklab.intervals import CONFIDENCE, MAX_SEEDS, Estimate, Seeds, Welch
-from blocklab.maps import seed_max_trainable_lr, seed_sensitivities
+from blocklab.maps import seed_best_lr, seed_max_trainable_lr, seed_sensitivities
 from blocklab.reference import comparable
 
 CLAIMS_FILE = "claims.yaml"
@@ -137,6 +139,9 @@ class Reports:
         return Seeds(seed_max_trainable_lr(self.runs, self._lr_group(variant, group)),
                      f"max_trainable_lr({variant}, {group})")
 
+    def best_lr(self, variant: str, group: str) -> Seeds:
+        return Seeds(seed_best_lr(self.runs, self._lr_group(variant, group)), f"best_lr({variant}, {group})")
+
     def metric(self, run: str, field: str = LOSS) -> float:
         if run not in self.runs:
             raise MissingResult(f"run '{run}' is not in reports/metrics.json: is it in params.yaml, and did "
@@ -200,7 +205,7 @@ def evaluate(expression: str | float | int, reports: Reports):
                  "baseline": reports.baseline, "published": reports.published,
                  "grad": reports.grad, "grads": reports.grads,
                  "lr_sensitivity": reports.lr_sensitivity, "max_trainable_lr": reports.max_trainable_lr,
-                 "abs": _absolute}
+                 "best_lr": reports.best_lr, "abs": _absolute, "log10": _log10}
 
     def walk(node):
         if isinstance(node, ast.Expression):
@@ -246,6 +251,21 @@ def _absolute(value):
         raise BlocklabError(f"claims.yaml: abs() of {value.name}, a difference over different seeds, has no "
                             f"interval")
     return None if value is None else abs(value)
+
+
+def _log10(value):
+    """log10() of a number, of each value of a list, or of each seed's value (None where not positive)."""
+    def one(v):
+        return None if v is None or v <= 0 else math.log10(v)
+
+    if isinstance(value, list):
+        return [_log10(v) for v in value]
+    if isinstance(value, Seeds):
+        return Seeds({s: one(v) for s, v in value.values.items()}, f"log10({value.name})", value.paired)
+    if isinstance(value, Welch):
+        raise BlocklabError(f"claims.yaml: log10() of {value.name}, a difference over different seeds, has no "
+                            f"interval")
+    return one(value)
 
 
 def _as_list(value) -> list:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import click
 
 from blocklab.config import load_params
 from blocklab.errors import BlocklabError, reports_errors
+
+LEFTOVER_SECONDS = 600  # `blocklab store --prune`: a staging folder this old is no put in progress
+STOP_SECONDS = 10.0  # `blocklab ui`: from a stopping signal to its exit, its server's whole group stopped
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,6 +38,112 @@ def show_params(params_file: str) -> None:
 
 
 @main.command()
+@click.argument("targets", nargs=-1)
+@click.option("--workers", type=int, default=None,
+              help="Local worker processes, one thread each [default: one per core].")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="A Dask scheduler (tcp://host:8786) to train on instead of the local workers "
+                   "[default: $BLOCKLAB_DASK_SCHEDULER, else the local workers].")
+@click.option("--dry-run", is_flag=True, help="Only say which stages are out of date and how many runs would train.")
+@click.option("--store", "store_dir", default="data/run_store", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.run_store).")
+@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@reports_errors
+def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | None, dry_run: bool, store_dir: Path,
+             params_file: str) -> None:
+    """Train every run that `dvc repro [TARGETS...]` is about to need, all at once, into the run store; then
+    `dvc repro` copies them and trains nothing.
+
+    The runs of the train and map stages that DVC reports out of date (among TARGETS and what they depend
+    on, as `dvc repro TARGETS` would run them; default: the whole pipeline), less those DVC would restore
+    from its run cache and those the run store holds, train longest first: on the Dask cluster when a
+    scheduler is set, else in one-thread workers on this machine, one per core. Each result goes into the
+    store the moment it is back: an interruption (Ctrl-C, a lost machine) loses only the runs still training.
+    The stages that train nothing before them (download, encode) are reproduced first, through DVC."""
+    from blocklab.cluster import connect, scheduler_address
+    from blocklab.data import load_corpus
+    from blocklab.prefetch import ENCODED, runs_of_stages, stale_train_stages, train_ahead
+    from blocklab.run_store import RunKeys, RunStore
+
+    address = scheduler_address(scheduler)
+    if address:  # before any work: an unreachable scheduler fails within seconds, naming its address
+        client = connect(address)
+        workers = len(client.scheduler_info().get("workers", {}))
+        client.close()
+    else:
+        workers = workers or os.cpu_count() or 1
+    params = load_params(params_file)
+    stale = stale_train_stages(targets, echo=click.echo)
+    store = RunStore(store_dir)
+    runs = runs_of_stages(params, stale.stages, RunKeys(ENCODED)) if stale.stages else []
+    click.echo(f"{len(stale.stages)} train and map stages out of date ({stale.up_to_date} up to date"
+               + (f", {len(stale.restorable)} restored from DVC's run cache by dvc repro" if stale.restorable else "")
+               + f"): {len(runs)} runs")
+    if dry_run:
+        from blocklab.plan import missing
+
+        todo, distinct = missing(runs, store, click.echo), len({run.store_key for run in runs})
+        click.echo(f"{distinct} distinct (the others' settings equal one of them): {distinct - len(todo)} in the run "
+                   f"store, {len(todo)} would train"
+                   + "".join(f"\n  {stage.name}" for stage in stale.stages))
+        return
+    try:
+        done = train_ahead(runs, load_corpus(ENCODED), store, workers, address, echo=click.echo)
+    except KeyboardInterrupt:
+        raise click.ClickException(f"interrupted: the run store keeps every run that finished ({store_dir}); "
+                                   f"`blocklab prefetch` again trains the rest") from None
+    where = f"the Dask cluster at {address} ({workers} workers)" if address else f"{workers} local workers"
+    click.echo(f"{done.stored} of {done.distinct} distinct runs were in the run store; {done.trained} trained in "
+               f"{done.seconds:.0f} s on {where}, busy {done.busy:.0%} of the time. Now `dvc repro` copies them.")
+
+
+@main.command()
+@click.option("--prune", is_flag=True, help="Remove the entries no run of params.yaml needs with today's code, "
+                                            "corpus and torch, and what interrupted writes left.")
+@click.option("--store", "store_dir", default="data/run_store", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.run_store).")
+@click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The encoded corpus the plan's runs train on.")
+@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@reports_errors
+def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None:
+    """What the run store holds: its entries and their size, and how many of them the plan in params.yaml uses
+    (with today's training code, corpus and torch: an entry made by other code is never used again). With
+    --prune, remove the rest."""
+    import shutil
+
+    from blocklab.run_store import RunKeys, RunStore
+
+    if not Path(encoded).is_dir():
+        raise BlocklabError(f"{encoded} does not exist: the runs' keys hash the encoded corpus; run "
+                            f"`dvc repro encode` first")
+    params = load_params(params_file)
+    runs_store = RunStore(store_dir)
+    keys = RunKeys(encoded)
+    needed = {key for spec in params.specs() + params.map_specs() for key in keys.of(spec).values()}
+    held = runs_store.keys()
+    used, unused = [k for k in held if k in needed], [k for k in held if k not in needed]
+    leftovers = runs_store.leftovers(older_than=LEFTOVER_SECONDS)
+
+    def mb(n: int) -> str:
+        return f"{n / 1e6:,.1f} MB"
+
+    click.echo(f"{store_dir}: {len(held)} entries, {mb(runs_store.size())}\n"
+               f"  used by params.yaml's plan: {len(used)} ({mb(runs_store.size(used))}) of the plan's "
+               f"{len(needed)} distinct runs\n"
+               f"  needed by no current setting: {len(unused)} ({mb(runs_store.size(unused))})"
+               + (f"\n  left by interrupted writes: {len(leftovers)}" if leftovers else ""))
+    if prune:
+        for key in unused:
+            runs_store.remove(key)
+        for path in leftovers:
+            shutil.rmtree(path, ignore_errors=True)
+        click.echo(f"pruned {len(unused)} entries" + (f" and {len(leftovers)} leftovers" if leftovers else ""))
+    elif unused or leftovers:
+        click.echo("`blocklab store --prune` removes them.")
+
+
+@main.command()
 @click.option("--ablation", default="norm_order", show_default=True, help="Whose runs to benchmark.")
 @click.option("--steps", type=int, default=None, help="Override the steps of every run (shorter benchmark).")
 @click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(exists=True, file_okay=False),
@@ -49,11 +159,22 @@ def show_params(params_file: str) -> None:
 @click.option("--plan-against", "old_params", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Also compare the training time of this params file's plan with --params's: the variants that "
                    "differ train under both, alternating (e.g. --plan-against <(git show HEAD~1:params.yaml)).")
+@click.option("--plan-schedule", is_flag=True,
+              help="Also simulate, from the plan's measured run times (reports/timings.json), its training on "
+                   "clusters of --workers workers: stage by stage (dvc repro) against all at once (blocklab prefetch).")
+@click.option("--workers", default="2,8,32,128", show_default=True, metavar="N,N,...",
+              help="The cluster sizes --plan-schedule simulates.")
+@click.option("--make-repro", "make_repro", is_flag=True,
+              help="Also reproduce the whole default plan from nothing twice, in two fresh clones: `dvc repro` stage by "
+                   "stage, then `blocklab prefetch` and `dvc repro` (an hour or more on two cores).")
+@click.option("--dask-workers", type=int, default=0, show_default=True,
+              help="With --make-repro: train both ways on a local Dask cluster of this many one-thread workers.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @reports_errors
 def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, rounding: bool, pipeline: bool,
-          queue: bool, old_params: str | None, json_out: str | None, params_file: str) -> None:
+          queue: bool, old_params: str | None, plan_schedule: bool, workers: str, make_repro: bool, dask_workers: int,
+          json_out: str | None, params_file: str) -> None:
     """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s, and the
     ceiling on the ratio for bitwise-equal results (one step's kernels at one thread, by kind); with
     --rounding, --pipeline and --queue, how far rounding alone moves results, the pipeline's overhead and a
@@ -87,8 +208,45 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
                                            Path("reports/timings.json"), echo=click.echo)
         click.echo(f"training, every train stage one after the other: {cost['old_seconds']:.0f} s -> "
                    f"{cost['new_seconds']:.0f} s = {cost['ratio']:.2f}x")
+    if plan_schedule:
+        figures["plan_schedule"] = _bench_plan_schedule(params_file, workers)
+    if make_repro:
+        import tempfile
+
+        from blocklab.bench import make_repro_both_ways
+
+        with tempfile.TemporaryDirectory(prefix="blocklab-make-repro-") as workdir:
+            both = figures["make_repro"] = make_repro_both_ways(Path(workdir), dask_workers, echo=click.echo)
+        click.echo(f"stage by stage / all at once: {both['ratio']:.2f}x the wall time "
+                   f"({both['stage_by_stage']['wall_seconds']:.0f} s vs {both['prefetch']['wall_seconds']:.0f} s); "
+                   f"workers busy {both['stage_by_stage']['busy']:.0%} vs {both['prefetch']['busy']:.0%}")
     if json_out:
         Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def _bench_plan_schedule(params_file: str, workers: str) -> list[dict]:
+    import json
+
+    from blocklab.bench import plan_schedule, plan_stage_times
+
+    timings_file = Path("reports/timings.json")
+    if not timings_file.exists():
+        raise BlocklabError(f"{timings_file} does not exist: it holds the runs' measured times; run `dvc repro` first")
+    try:
+        counts = [int(n) for n in workers.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{workers!r} is not a list of numbers such as 8,32,128", param_hint="--workers") from None
+    stages = plan_stage_times(load_params(params_file), json.loads(timings_file.read_text()))
+    rows = plan_schedule(stages, counts)
+    runs = sum(map(len, stages.values()))
+    click.echo(f"\nthe plan's {runs} trained runs in {len(stages)} stages ({sum(map(sum, stages.values())):,.0f} s "
+               f"of training, as measured), simulated on a cluster, each run on a free worker, longest first:\n"
+               f"{'workers':>8}  {'stage by stage':>15}  {'whole plan at once':>19}  {'ratio':>6}  "
+               f"{'busy, stage by stage':>21}  {'busy, at once':>14}")
+    for row in rows:
+        click.echo(f"{row['workers']:>8}  {row['stage_by_stage_seconds']:>13,.0f} s  {row['whole_plan_seconds']:>17,.0f} s"
+                   f"  {row['ratio']:>5.2f}x  {row['busy_stage_by_stage']:>21.0%}  {row['busy_whole_plan']:>14.0%}")
+    return rows
 
 
 def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: str, rounding: bool) -> dict:
@@ -307,14 +465,15 @@ def ui(port: int, tracking_uri: str | None) -> None:
     """Serve the MLflow UI for blocklab's store on 127.0.0.1.
 
     The MLflow server runs in a process group of its own. Stopping this command with SIGTERM, SIGINT
-    (Ctrl-C) or SIGHUP forwards the signal to that whole group (the server and its workers) and waits
-    for it; a member still running 10 s later is killed. Nothing outlives the command."""
+    (Ctrl-C) or SIGHUP (sent on as SIGTERM: the server would take SIGHUP for "reload") stops that whole
+    group (the server and its workers): whatever the server does with the signal, the command has
+    exited, with nothing left running, within 10 s."""
     import shutil
     import signal
     import subprocess
     import sys
 
-    from blocklab.processes import stop_group
+    from blocklab.processes import stop_within
     from blocklab.tracking import ensure_store, tracking_uri as default_uri
 
     uri = tracking_uri or default_uri()
@@ -323,17 +482,20 @@ def ui(port: int, tracking_uri: str | None) -> None:
     click.echo(f"MLflow UI for {uri}: http://127.0.0.1:{port}  (Ctrl-C to stop)")
     server = subprocess.Popen([mlflow, "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
                               start_new_session=True)
+    stopping: list[int] = []
 
     def forward(signum, _frame) -> None:
+        stopping.append(signum)
         try:
-            os.killpg(server.pid, signum)
+            os.killpg(server.pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
         except ProcessLookupError:
             pass
 
-    for stopping in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(stopping, forward)
+    for stopping_signal in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(stopping_signal, forward)
     try:
-        code = server.wait()
+        while server.poll() is None and not stopping:
+            time.sleep(0.2)
     finally:
-        stop_group(server.pid)
-    raise SystemExit(code)
+        stop_within(server, STOP_SECONDS)
+    raise SystemExit(128 + stopping[0] if stopping else server.returncode)

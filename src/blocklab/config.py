@@ -35,6 +35,7 @@ from blocklab.errors import BlocklabError
 PARAMS_FILE = "params.yaml"
 # A learning rate of YAML's `.inf` is no rate: a positive number, and finite.
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 # Ablation and variant names become DVC stage names (`train_<ablation>@<variant>`) and folder names.
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -60,6 +61,12 @@ class ModelConfig:
     norm_type: Literal["layernorm", "rmsnorm", "none"] = "layernorm"
     final_norm: Optional[bool] = None  # a norm before the head; default: pre-norm has one, post-norm not
     residual: Union[bool, Literal["rezero", "deepnorm"]] = True  # true: x + f(x); false: none
+    qk_norm: Literal["none", "layernorm", "rmsnorm"] = "none"  # a norm over each head's queries and keys
+    # mup: Yang et al. 2022's parametrisation for Adam, relative to a model of width base_width (where it is
+    # the standard one): hidden matrices' learning rate and the output logits / (d_model / base_width),
+    # attention logits q.k / d_head (scaled to equal q.k / sqrt(d_head) at the base width)
+    parametrization: Literal["standard", "mup"] = "standard"
+    base_width: PositiveInt = 64
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelConfig":
@@ -75,7 +82,15 @@ class ModelConfig:
             )
         if self.residual == "deepnorm" and self.norm != "post":
             raise ValueError("residual: deepnorm is a post-norm scheme (LN(alpha * x + f(x))): set norm: post")
+        if self.parametrization == "mup" and self.base_width % self.n_heads:
+            raise ValueError(f"n_heads={self.n_heads} must divide base_width={self.base_width} (mup scales each "
+                             f"head's attention against the base width's head size)")
         return self
+
+    @property
+    def width_multiplier(self) -> float:
+        """mup's m = d_model / base_width (1 under the standard parametrisation)."""
+        return self.d_model / self.base_width if self.parametrization == "mup" else 1.0
 
     @property
     def hidden_width(self) -> int:
@@ -103,6 +118,13 @@ class TrainConfig:
     eval_batches: NonNegativeInt = 0  # the lecture's estimate too: mean loss over this many random validation batches
     device: Literal["auto", "cpu", "cuda"] = "auto"
     checkpoint_every: NonNegativeInt = 1000  # runs longer than this save a checkpoint this often; 0: never
+    # PaLM's auxiliary loss z_loss * mean(log Z)^2, Z the softmax normaliser of the output logits (0: none); the
+    # losses a run reports stay the cross-entropy alone
+    z_loss: NonNegativeFloat = 0.0
+    weight_decay: NonNegativeFloat = 0.01  # AdamW's, torch's default
+    # false: AdamW's decay, coupled to the learning rate (theta -= lr * weight_decay * theta); true: independent
+    # of it (theta -= weight_decay * theta, times the warmup's ramp), as Wortsman et al. 2023 train
+    independent_weight_decay: bool = False
 
 
 class ParamsError(BlocklabError):
@@ -192,8 +214,9 @@ def _axis_values(values: list) -> list:
 
 
 AxisValues = Annotated[list[Any], Field(min_length=1), AfterValidator(_axis_values)]
-# How a cell's name spells an axis: `lr0.01_w0` is lr 0.01 and warmup 0; any other field by its own name.
-AXIS_ABBREVIATIONS = {"lr": "lr", "warmup": "w"}
+# How a cell's name spells an axis: `lr0.01_w0` is lr 0.01 and warmup 0, `d128` d_model 128; any other field by
+# its own name.
+AXIS_ABBREVIATIONS = {"lr": "lr", "warmup": "w", "d_model": "d"}
 
 
 def _known_settings(section: str, names: dict) -> dict:
@@ -221,10 +244,26 @@ class Axes(_Strict):
         return [("model", n, v) for n, v in self.model.items()] + [("train", n, v) for n, v in self.train.items()]
 
 
+# A map's figures (blocklab.plots): heatmap - final loss per cell, a panel per variant; lr - final loss against
+# the learning rate, a panel per group of cells, a line per variant; lr_by_variant - the same, a panel per
+# variant, a line per group (e.g. per width); sensitivity - LR sensitivity per group, a line per variant;
+# attention_logits - the largest attention logit against the learning rate, a panel per variant, a line per group.
+MapFigureKind = Literal["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits"]
+
+
 class Map(_Plan):
     """An ablation with axes: each variant trained in every cell of the axes' grid, every seed."""
 
     axes: Axes
+    figures: list[MapFigureKind] = ["heatmap", "lr"]
+
+    @model_validator(mode="after")
+    def _lr_figures_need_an_lr_axis(self) -> "Map":
+        wanting = [f for f in self.figures if f != "heatmap"]
+        if wanting and "lr" not in self.axes.train:
+            raise ValueError(f"figures {', '.join(wanting)} draw against the learning rate: the map needs an axis "
+                             f"train.lr (or draw only: figures: [heatmap])")
+        return self
 
     @model_validator(mode="after")
     def _variants_leave_axes_alone(self) -> "Map":

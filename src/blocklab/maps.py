@@ -31,6 +31,7 @@ import pandas as pd
 
 from blocklab.config import Params, RunSpec, spelled
 from blocklab.intervals import half_width
+from blocklab.results import PROBES
 
 LR_FIELD = "lr"
 
@@ -97,6 +98,19 @@ def seed_sensitivities(runs: dict, cells: list[tuple[float, str]]) -> dict[int, 
                                  [c[seed]["val_loss_init"] for c in by_cell]) for seed in seeds}
 
 
+def seed_best_lr(runs: dict, cells: list[tuple[float, str]]) -> dict[int, float | None]:
+    """Per seed, the learning rate of the group at which that seed's final validation loss is lowest (a run
+    that diverged is not a candidate; None: every one diverged)."""
+    by_cell = [(lr, _seeds_of(runs, cell)) for lr, cell in cells]
+    seeds = sorted(set.intersection(*(set(s) for _, s in by_cell)))
+    best = {}
+    for seed in seeds:
+        finished = [(c[seed]["val_loss"], lr) for lr, c in by_cell
+                    if not c[seed].get("diverged") and c[seed].get("val_loss") is not None]
+        best[seed] = min(finished)[1] if finished else None
+    return best
+
+
 def seed_max_trainable_lr(runs: dict, cells: list[tuple[float, str]]) -> dict[int, float | None]:
     """Per seed, the largest learning rate of the group at which that seed trains (None: at none)."""
     by_cell = [(lr, _seeds_of(runs, cell)) for lr, cell in cells]
@@ -119,6 +133,7 @@ def runs_frame(params: Params, name: str, metrics: dict) -> pd.DataFrame:
                          # that broke, may be a finite 1e9): it counts in the collapsed/diverged columns
                          "seed": seed, "val_loss": None if run["diverged"] else run["val_loss"],
                          "val_loss_init": run["val_loss_init"],
+                         **{probe: run.get(probe) for probe in PROBES},
                          "collapsed": bool(run["collapsed"]), "diverged": bool(run["diverged"]),
                          "trains": trains(run)})
     return pd.DataFrame(rows)
@@ -128,7 +143,7 @@ def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (variant, cell): the seed-mean final validation loss, its 95% half-width and range over
     the seeds that recorded one, and how many seeds collapsed, diverged and trained."""
     keys = [c for c in runs.columns if c not in ("seed", "val_loss", "val_loss_init", "collapsed", "diverged",
-                                                 "trains")]
+                                                 "trains", *PROBES)]
     rows = []
     for values, group in runs.groupby(keys, sort=False):
         losses = group["val_loss"].dropna().astype(float)
@@ -139,8 +154,15 @@ def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
                      "val_loss_max": round(float(losses.max()), 6) if len(losses) else None,
                      # a diverged run's last losses are huge: it counts as diverged, not also as collapsed
                      "collapsed": int((group["collapsed"] & ~group["diverged"]).sum()),
-                     "diverged": int(group["diverged"].sum()), "trained": int(group["trains"].sum())})
+                     "diverged": int(group["diverged"].sum()), "trained": int(group["trains"].sum()),
+                     # blocklab.diagnostics at the last evaluation, seed means (6 significant figures: the
+                     # attention logit spans orders of magnitude)
+                     **{f"{probe}_mean": _significant(group[probe].dropna().astype(float).mean()) for probe in PROBES}})
     return pd.DataFrame(rows)
+
+
+def _significant(value: float, figures: int = 6) -> float | None:
+    return None if not math.isfinite(value) else float(f"{value:.{figures}g}")
 
 
 def map_summary(params: Params, metrics: dict, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, dict]:
@@ -159,11 +181,16 @@ def map_summary(params: Params, metrics: dict, tables: dict[str, pd.DataFrame] |
             recorded = [(row["val_loss_mean"], lr) for (lr, _), row in zip(members, rows)
                         if row["val_loss_mean"] is not None and row["diverged"] == 0]
             trainable = [lr for (lr, _), row in zip(members, rows) if row["trained"] == row["seeds"]]
+            best_lr, top_lr = min(recorded)[1] if recorded else None, max(trainable, default=None)
+            logits = {lr: row["attn_logit_max_mean"] for (lr, _), row in zip(members, rows)}
             entry = {"lr_sensitivity": round(float(sensitivity.mean()), 6),
                      "lr_sensitivity_ci95": round(half_width(sensitivity), 6) if len(sensitivity) > 1 else None,
-                     "best_lr": min(recorded)[1] if recorded else None,
+                     "best_lr": best_lr,
                      "trainable_lr_min": min(trainable, default=None),
-                     "trainable_lr_max": max(trainable, default=None)}
+                     "trainable_lr_max": top_lr,
+                     # the largest attention logit (seed mean) where the map trains best, and at its edge
+                     "attn_logit_max_at_best_lr": logits.get(best_lr),
+                     "attn_logit_max_at_trainable_lr_max": logits.get(top_lr)}
             summary[f"{variant}/{group}"] = {k: v for k, v in entry.items() if v is not None}
     return summary
 

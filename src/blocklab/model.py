@@ -21,21 +21,42 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}
 
 
 class CausalSelfAttention(nn.Module):
-    """`n_heads` causal heads from one fused q/k/v projection, concatenated, then (optionally) projected."""
+    """`n_heads` causal heads from one fused q/k/v projection, concatenated, then (optionally) projected;
+    optionally a norm over each head's queries and keys first (qk-layernorm: Dehghani et al. 2023)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads = cfg.n_heads
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.qkv_bias)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model) if cfg.attn_proj else nn.Identity()
+        head = cfg.d_model // cfg.n_heads
+        self.q_norm = make_norm(cfg.qk_norm, head) if cfg.qk_norm != "none" else None
+        self.k_norm = make_norm(cfg.qk_norm, head) if cfg.qk_norm != "none" else None
+        # mup: q.k / d_head, equal to the usual q.k / sqrt(d_head) at the base width; None: that usual scale
+        self.scale = None if cfg.parametrization == "standard" else (cfg.base_width // cfg.n_heads) ** 0.5 / head
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values per head: (B, T, C) -> 3 x (B, nh, T, hs)."""
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        return q, k, v
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=2)
-        # (B, T, C) -> (B, nh, T, hs)
-        q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        q, k, v = self.heads(x)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The attention logits the softmax takes, (B, nh, T, T): q.k times the scale, -inf where causality
+        masks them (what `blocklab.diagnostics` reads; training never calls it)."""
+        q, k, _ = self.heads(x)
+        scores = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if self.scale is None else self.scale)
+        T = x.shape[1]
+        return scores.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
 
 
 class MLP(nn.Module):
@@ -67,11 +88,11 @@ class SwiGLU(nn.Module):
 FEED_FORWARDS = {"mlp": MLP, "swiglu": SwiGLU}
 
 
-def make_norm(cfg: ModelConfig) -> nn.Module:
-    if cfg.norm_type == "layernorm":
-        return nn.LayerNorm(cfg.d_model, eps=NORM_EPS)
-    if cfg.norm_type == "rmsnorm":  # Zhang & Sennrich (2019): no re-centring, no bias
-        return nn.RMSNorm(cfg.d_model, eps=NORM_EPS)
+def make_norm(kind: str, width: int) -> nn.Module:
+    if kind == "layernorm":
+        return nn.LayerNorm(width, eps=NORM_EPS)
+    if kind == "rmsnorm":  # Zhang & Sennrich (2019): no re-centring, no bias
+        return nn.RMSNorm(width, eps=NORM_EPS)
     return nn.Identity()
 
 
@@ -105,8 +126,8 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         has_ffn = cfg.ffn != "none"
-        self.ln1 = make_norm(cfg)
-        self.ln2 = make_norm(cfg) if has_ffn else None
+        self.ln1 = make_norm(cfg.norm_type, cfg.d_model)
+        self.ln2 = make_norm(cfg.norm_type, cfg.d_model) if has_ffn else None
         self.attn = CausalSelfAttention(cfg)
         self.ffn = FEED_FORWARDS[cfg.ffn](cfg) if has_ffn else None
         self.res1 = Residual(cfg)
@@ -130,8 +151,9 @@ class TinyLM(nn.Module):
         self.pos_emb = nn.Embedding(cfg.context, cfg.d_model)
         self.blocks = nn.Sequential(*(Block(cfg) for _ in range(cfg.n_layers)))
         # Post-norm blocks already end in a norm, so by default only pre-norm gets a final one.
-        self.ln_f = make_norm(cfg) if cfg.has_final_norm else nn.Identity()
-        self.head = nn.Linear(cfg.d_model, vocab_size)
+        self.ln_f = make_norm(cfg.norm_type, cfg.d_model) if cfg.has_final_norm else nn.Identity()
+        self.head = (nn.Linear(cfg.d_model, vocab_size) if cfg.parametrization == "standard"
+                     else MuReadout(cfg.d_model, vocab_size, cfg.width_multiplier))
         if cfg.residual == "deepnorm":
             _scale_deepnorm_projections(self.blocks, beta=(8 * cfg.n_layers) ** -0.25)
 
@@ -141,6 +163,30 @@ class TinyLM(nn.Module):
         pos = torch.arange(T, device=idx.device)
         x = self.tok_emb(idx) + self.pos_emb(pos)
         return self.head(self.ln_f(self.blocks(x)))
+
+
+class MuReadout(nn.Linear):
+    """mup's output layer (Yang et al. 2022): a linear layer whose logits are divided by the width multiplier."""
+
+    def __init__(self, d_model: int, vocab_size: int, width_multiplier: float):
+        super().__init__(d_model, vocab_size)
+        self.width_multiplier = width_multiplier
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) / self.width_multiplier
+
+
+def learning_rate_multipliers(model: nn.Module) -> list[float] | None:
+    """Per parameter (in `model.parameters()` order), what mup multiplies the learning rate by: 1 / m for the
+    hidden matrices (both dimensions grow with the width: q/k/v, output and feed-forward projections), 1 for
+    the rest (embeddings, biases, norms, the readout, whose logits mup scales instead). None under the
+    standard parametrisation."""
+    cfg = getattr(model, "cfg", None)
+    if cfg is None or cfg.parametrization == "standard":
+        return None
+    hidden = {id(m.weight) for block in model.blocks for m in block.modules()
+              if isinstance(m, nn.Linear) and not isinstance(m, MuReadout)}
+    return [1 / cfg.width_multiplier if id(p) in hidden else 1.0 for p in model.parameters()]
 
 
 @torch.no_grad()
@@ -193,3 +239,13 @@ def parameter_counts(model: nn.Module) -> dict[str, int]:
         "feed_forward": feed_forward,
         "other": total - attention - feed_forward,
     }
+
+
+def training_flops_per_token(cfg: ModelConfig, vocab: int) -> int:
+    """Matrix-product FLOPs to train on one token: 3x the forward pass (backward costs about twice
+    the forward). Forward per token and layer: q,k,v and output projections 2*4*d^2, feed-forward
+    2*2*m*d^2, attention scores and weighted sum 2*2*T*d (full T x T, as the kernels compute it);
+    plus the head, 2*d*V. Element-wise work (norms, softmax, GELU, AdamW) is not counted."""
+    d, T, m = cfg.d_model, cfg.context, cfg.ffn_mult
+    per_layer = 8 * d * d + 4 * m * d * d + 4 * T * d
+    return 3 * (cfg.n_layers * per_layer + 2 * d * vocab)

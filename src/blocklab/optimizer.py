@@ -26,13 +26,24 @@ ALIGN = 16  # elements: each parameter starts 64-byte aligned in the buffer, as 
 
 class AdamW:
     """Create it after the model is on its device: the parameters' storage moves into the optimizer's
-    buffer (moving the model afterwards would detach them from it)."""
+    buffer (moving the model afterwards would detach them from it).
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float):
+    `lr` is the learning rate of the step to come (the trainer sets it every step, warmup included) and
+    `peak_lr` the schedule's top. `weight_decay` decays coupled to the learning rate (torch's AdamW:
+    theta -= lr * weight_decay * theta), or with `independent_weight_decay` independently of it (theta -=
+    weight_decay * (lr / peak_lr) * theta: the schedule's ramp, not the rate's size; Loshchilov & Hutter,
+    Wortsman et al. 2023). `lr_multipliers` (one per parameter, e.g. mup's) scale each parameter's learning
+    rate, its coupled decay included."""
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, weight_decay: float = WEIGHT_DECAY,
+                 independent_weight_decay: bool = False, peak_lr: float | None = None,
+                 lr_multipliers: list[float] | None = None):
         self.params = list(params)
         if len({(p.dtype, p.device) for p in self.params}) > 1:
             raise ValueError("every parameter must share one dtype and device")
         self.lr = lr
+        self.peak_lr = lr if peak_lr is None else peak_lr
+        self.weight_decay, self.independent_weight_decay = weight_decay, independent_weight_decay
         self.step_count = 0
         offsets, size = [], 0
         for p in self.params:
@@ -47,6 +58,11 @@ class AdamW:
             view.copy_(p.detach())
             p.data = view
             self._grad_views.append(self.flat_grads[start : start + p.numel()].view_as(p))
+        self.lr_scale = None  # per element, only where some parameter's rate is scaled
+        if lr_multipliers is not None and any(m != 1 for m in lr_multipliers):
+            self.lr_scale = torch.ones(size, dtype=first.dtype, device=first.device)
+            for p, start, multiplier in zip(self.params, offsets, lr_multipliers):
+                self.lr_scale[start : start + p.numel()] = multiplier
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -66,14 +82,21 @@ class AdamW:
         step_size = (self.lr / (1 - beta1**step)) * -1
         bias_correction2_sqrt = (1 - beta2**step) ** 0.5
         params, grads, exp_avg, exp_avg_sq = self.flat_params, self.flat_grads, self.exp_avg, self.exp_avg_sq
-        params.mul_(1 - self.lr * WEIGHT_DECAY)
+        decay = self.weight_decay * (self.lr / self.peak_lr if self.independent_weight_decay else self.lr)
+        if self.lr_scale is None or self.independent_weight_decay:
+            params.mul_(1 - decay)
+        else:
+            params.mul_(1 - decay * self.lr_scale)
         exp_avg.lerp_(grads, 1 - beta1)
         exp_avg_sq.mul_(beta2)
         exp_avg_sq.addcmul_(grads, grads, value=1 - beta2)
         denom = exp_avg_sq.sqrt()
         denom.div_(bias_correction2_sqrt)
         denom.add_(EPS)
-        params.addcdiv_(exp_avg, denom, value=step_size)
+        if self.lr_scale is None:
+            params.addcdiv_(exp_avg, denom, value=step_size)
+        else:
+            params.addcdiv_(exp_avg * self.lr_scale, denom, value=step_size)
 
     def state_dict(self) -> dict:
         return {"lr": self.lr, "step": self.step_count, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}

@@ -331,15 +331,76 @@ def lr_sensitivity_lines(cells: pd.DataFrame, baselines: dict, title: str, path:
     return _save(fig, path)
 
 
-def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path) -> dict[str, str]:
-    """Map `name`'s figures (reports/figures/<map>_heatmap.png, <map>_lr.png): their paths relative to
-    `reports_dir`, by kind."""
+def lr_lines_by_variant(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    """Wortsman et al.'s figure 1: final validation loss against learning rate (log axis), one panel per
+    variant, one line per group (e.g. per width), the seeds' range as a band, the unigram baseline dashed."""
+    variants = list(dict.fromkeys(cells["label"]))
+    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 4.2), squeeze=False, sharey=True)
+    for ax, label in zip(axes[0], variants):
+        for group, lines in cells[cells["label"] == label].groupby("group_label", sort=False):
+            lines = lines.sort_values("lr")
+            line, = ax.plot(lines["lr"], lines["val_loss_mean"], marker="o", label=group)
+            ax.fill_between(lines["lr"], lines["val_loss_min"], lines["val_loss_max"], color=line.get_color(),
+                            alpha=0.2, lw=0)
+        ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1, label="unigram baseline (validation)")
+        ax.set_xscale("log")
+        ax.set(title=label, xlabel="learning rate", ylabel=f"final validation {LOSS_LABEL}")
+        ax.legend(fontsize=7, title="seed mean; band = seed range", title_fontsize=7)
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH + 40), fontsize=10)
+    return _save(fig, path)
+
+
+def sensitivity_by_group(cells: pd.DataFrame, summary: dict[str, dict], name: str, title: str, path: Path) -> Path:
+    """LR sensitivity (reports/maps.json) against the group of cells (e.g. the width), one line per variant,
+    its 95% interval as error bars: Wortsman et al.'s LR sensitivity against model size."""
+    groups = list(dict.fromkeys(cells["group"]))
+    words = dict(zip(cells["group"], cells["group_label"]))
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for (variant, label), _ in cells.groupby(["variant", "label"], sort=False):
+        entries = [summary.get(f"{name}/{variant}/{group}", {}) for group in groups]
+        ax.errorbar(range(len(groups)), [e.get("lr_sensitivity") for e in entries],
+                    yerr=[e.get("lr_sensitivity_ci95", 0) for e in entries], marker="o", capsize=3, label=label)
+    ax.set_xticks(range(len(groups)), [words[g] for g in groups])
+    ax.set(xlabel="cells", ylabel="LR sensitivity (nats; lower is more robust)")
+    ax.legend(fontsize=8, title="seed mean, 95% interval", title_fontsize=7)
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    return _save(fig, path)
+
+
+def attention_logits(cells: pd.DataFrame, title: str, path: Path) -> Path:
+    """The largest attention logit at the last evaluation (seed mean, log axis) against learning rate, one panel
+    per variant, one line per group: Wortsman et al.'s attention-logit growth, and what qk-layernorm does."""
+    variants = list(dict.fromkeys(cells["label"]))
+    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 4.2), squeeze=False, sharey=True)
+    for ax, label in zip(axes[0], variants):
+        for group, lines in cells[cells["label"] == label].groupby("group_label", sort=False):
+            lines = lines.sort_values("lr")
+            ax.plot(lines["lr"], lines["attn_logit_max_mean"], marker="o", label=group)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set(title=label, xlabel="learning rate", ylabel="largest attention logit (seed mean)")
+        ax.legend(fontsize=7)
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH + 40), fontsize=10)
+    return _save(fig, path)
+
+
+def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict]
+                ) -> dict[str, str]:
+    """Map `name`'s figures (reports/figures/<map>_<kind>.png, the kinds its `figures` lists): their paths
+    relative to `reports_dir`, by kind. `summary`: reports/maps.json."""
     cells = cell_table(map_runs_frame(params, name, metrics))
     baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
-    drawn = {"heatmap": map_heatmaps(cells, baselines, f"{name}: final validation loss per cell",
-                                     out / f"{name}_heatmap.png")}
-    if LR_FIELD in params.maps[name].axes.train:
-        drawn["lr"] = lr_sensitivity_lines(
-            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023)",
-            out / f"{name}_lr.png")
+    draw = {
+        "heatmap": lambda path: map_heatmaps(cells, baselines, f"{name}: final validation loss per cell", path),
+        "lr": lambda path: lr_sensitivity_lines(
+            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023)", path),
+        "lr_by_variant": lambda path: lr_lines_by_variant(
+            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023, fig. 1)",
+            path),
+        "sensitivity": lambda path: sensitivity_by_group(
+            cells, summary, name, f"{name}: LR sensitivity (Wortsman et al. 2023) per group of cells", path),
+        "attention_logits": lambda path: attention_logits(
+            cells, f"{name}: the largest attention logit at the end of training, against learning rate", path),
+    }
+    drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in params.maps[name].figures}
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}

@@ -1,6 +1,7 @@
 """The files one trained run leaves behind, and reading them back.
 
-    <runs>/<ablation>/<variant>/seed<k>/curve.csv     step, loss, grad_norm, lr, val_loss
+    <runs>/<ablation>/<variant>/seed<k>/curve.csv     step, loss, grad_norm, lr, val_loss, attn_logit_max,
+                                                      logit_log_z (blocklab.diagnostics)
     <runs>/<ablation>/<variant>/seed<k>/metrics.json  final metrics (deterministic)
     <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds, tokens/s, start and end of its training,
                                                       the step it resumed from, its wall time in the runner
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from blocklab.config import ModelConfig
     from blocklab.training import RunResult
 
-CURVE_COLUMNS = ["step", "loss", "grad_norm", "lr", "val_loss"]
+PROBES = ("attn_logit_max", "logit_log_z")  # blocklab.diagnostics: what a run records at its evaluation steps
+CURVE_COLUMNS = ["step", "loss", "grad_norm", "lr", "val_loss", *PROBES]
 MODEL_FILE = "model.pt"
 MODEL_FORMAT = 1
 

@@ -3,15 +3,22 @@
 Variants of different ablations often train the same runs: post-norm without warmup is both
 `norm_order/post` and `warmup/w0`, the default 6-layer model is `activation/gelu`, `norm_type/layernorm`
 and `ffn_type/mlp`. Every CPU run trains at one thread from its seed, so equal settings give equal
-results, bit for bit. The first train stage to train such a run leaves a copy in the store
-(`data/run_store/<key>/`); a later stage whose run has the same key copies it instead of training.
+results, bit for bit. Whoever trains a run first (a train stage, or `blocklab prefetch` for the whole
+plan at once) leaves it in the store (`data/run_store/<key>/`); a stage whose run has that key copies it
+instead of training (`blocklab.plan`).
 
 The key hashes everything a run's results depend on: its resolved model and training settings, its
-seed, the encoded corpus, the torch version, and the source of the code that trains it (every blocklab
-module the stage has loaded, and the stage's own script). A change to any of them trains afresh, so a
-stale copy is never used; `dvc exp run -S` still re-runs exactly the stages a change touches, and DVC
-tracks each stage's own copy (its cache keeps one file for both). The store lies outside DVC's outputs
-and is never committed: a fresh clone, or a queued experiment's temporary copy, trains each run once.
+seed, the encoded corpus, the torch version, and the source of the code that trains it and writes its
+files (`TRAINING_CODE`, the same files whatever process computes the key). A change to any of them
+trains afresh, so a stale copy is never used; `blocklab store --prune` removes what no setting of the
+current plan needs. The store lies outside DVC's outputs and is never committed.
+
+An entry is trusted only whole: its files are written to a staging folder with a manifest of their
+sha256 (`manifest.json`) and where the run was first trained (`origin.json`), then the folder is renamed
+into place in one step, so a reader sees all of it or nothing (two processes putting one key: the
+first rename wins, the second finds the entry there and discards its own). A copy checks every file
+against the manifest as it reads it; a file changed or missing, or no manifest, discards the entry
+(`DamagedEntry`, naming the run), so that its run is trained afresh: a broken result is never handed on.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -29,20 +37,30 @@ from blocklab.config import RunSpec
 
 STORE_DIR = Path("data/run_store")
 ORIGIN_FILE = "origin.json"
+MANIFEST_FILE = "manifest.json"
+STAGING_PREFIX = ".incoming-"  # a put in progress, or one a killed process left: never read, pruned
+BIN_PREFIX = ".discarded-"  # a damaged entry on its way out
+PACKAGE = Path(__file__).resolve().parent
+# The modules whose source decides a run's files: what resolves its settings, loads the corpus, builds and
+# trains the model, runs it at one thread, and writes its files. tests/test_run_store.py checks that it
+# holds every module they import.
+TRAINING_CODE = ("config", "data", "diagnostics", "model", "optimizer", "results", "runner", "threads", "training")
 
 
-def _code_digest(extra_files: list[Path]) -> str:
+class DamagedEntry(Exception):
+    """A store entry whose files do not match its manifest (or that has none): it has been discarded."""
+
+
+def code_digest() -> str:
+    """The sha256 of the training code's source (`TRAINING_CODE`)."""
     digest = hashlib.sha256()
-    modules = sorted((name, module) for name, module in sys.modules.items()
-                     if (name == "blocklab" or name.startswith("blocklab.")) and getattr(module, "__file__", None))
-    for name, module in modules:
-        digest.update(name.encode() + b"\0" + Path(module.__file__).read_bytes() + b"\0")
-    for path in extra_files:
-        digest.update(Path(path).name.encode() + b"\0" + Path(path).read_bytes() + b"\0")
+    for name in TRAINING_CODE:
+        digest.update(name.encode() + b"\0" + (PACKAGE / f"{name}.py").read_bytes() + b"\0")
     return digest.hexdigest()
 
 
-def _corpus_digest(encoded: Path) -> str:
+def corpus_digest(encoded: Path) -> str:
+    """The sha256 of the encoded corpus's files."""
     digest = hashlib.sha256()
     for path in sorted(Path(encoded).iterdir()):
         if path.is_file():
@@ -50,48 +68,150 @@ def _corpus_digest(encoded: Path) -> str:
     return digest.hexdigest()
 
 
+class RunKeys:
+    """Run keys for one corpus, with today's training code and torch: compute the digests once, key many."""
+
+    def __init__(self, encoded: Path):
+        import torch
+
+        self.shared = {"corpus": corpus_digest(encoded), "torch": torch.__version__, "code": code_digest()}
+
+    def of(self, spec: RunSpec) -> dict[int, str]:
+        """Each of `spec`'s seeds' key (names and labels do not enter it: equal settings, equal key)."""
+        shared = {**self.shared, "model": asdict(spec.model), "train": asdict(spec.train)}
+        return {seed: hashlib.sha256(json.dumps({**shared, "seed": seed}, sort_keys=True).encode()).hexdigest()
+                for seed in spec.seeds}
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 class RunStore:
-    """Finished runs under `root`, one folder per key: the run's files and where it was first trained."""
+    """Finished runs under `root`, one folder per key: the run's files, their manifest, and where it was
+    first trained."""
 
     def __init__(self, root: Path = STORE_DIR):
         self.root = Path(root)
 
-    @staticmethod
-    def keys(spec: RunSpec, encoded: Path, code_files: list[Path]) -> dict[int, str]:
-        """Each of `spec`'s seeds' key."""
-        import torch
-
-        shared = {"model": asdict(spec.model), "train": asdict(spec.train), "corpus": _corpus_digest(encoded),
-                  "torch": torch.__version__, "code": _code_digest(code_files)}
-        return {seed: hashlib.sha256(json.dumps({**shared, "seed": seed}, sort_keys=True).encode()).hexdigest()
-                for seed in spec.seeds}
+    def keys(self) -> list[str]:
+        """The keys of every visible entry (staging and discarded folders excluded)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
     def origin(self, key: str) -> str | None:
-        """The run key that first trained `key`'s run, if the store has it."""
-        path = self.root / key / ORIGIN_FILE
-        return json.loads(path.read_text())["run"] if path.exists() else None
+        """The run key that first trained `key`'s run, if the store has an entry for it (unchecked)."""
+        try:
+            return json.loads((self.root / key / ORIGIN_FILE).read_text())["run"]
+        except (OSError, ValueError, KeyError):
+            return None
 
-    def copy_to(self, key: str, directory: Path) -> None:
-        source = self.root / key
-        directory = Path(directory)
+    def verified(self, key: str) -> str | None:
+        """The origin of `key`'s entry if it is whole (every file matches its manifest); None if there is
+        none. A damaged entry is discarded and raises `DamagedEntry`."""
+        entry = self.root / key
+        if not entry.is_dir():
+            return None
+        manifest, origin = self._read(entry)
+        if manifest is None or origin is None:
+            self._discard(key, "it has no readable manifest or origin")
+        for name, digest in manifest.items():
+            path = entry / name
+            if not path.is_file():
+                self._discard(key, f"its {name} is missing", origin)
+            if _sha256(path) != digest:
+                self._discard(key, f"its {name} does not match its manifest", origin)
+        return origin
+
+    def copy_to(self, key: str, directory: Path) -> str:
+        """Copy `key`'s run files into `directory`, each checked against the manifest as it is copied; returns
+        the run's origin. On a mismatch the copies are removed and the entry discarded (`DamagedEntry`)."""
+        entry, directory = self.root / key, Path(directory)
+        manifest, origin = self._read(entry)
+        if manifest is None or origin is None:
+            self._discard(key, "it has no readable manifest or origin")
         directory.mkdir(parents=True, exist_ok=True)
-        for path in source.iterdir():
-            if path.name != ORIGIN_FILE:
-                shutil.copyfile(path, directory / path.name)
+        for name, digest in manifest.items():
+            try:
+                data = (entry / name).read_bytes()
+            except OSError:
+                self._unwrite(directory, manifest)
+                self._discard(key, f"its {name} is missing", origin)
+            if hashlib.sha256(data).hexdigest() != digest:
+                self._unwrite(directory, manifest)
+                self._discard(key, f"its {name} does not match its manifest", origin)
+            (directory / name).write_bytes(data)
+        return origin
 
     def put(self, key: str, directory: Path, run: str) -> None:
-        """Keep a copy of the finished run in `directory`, first trained as `run`; written whole or not at all."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        if (self.root / key).exists():
-            return
-        staging = Path(tempfile.mkdtemp(dir=self.root, prefix=".incoming-"))
-        try:
+        """Keep the run files in `directory` (first trained as `run`) under `key`, whole or not at all."""
+        def copy(staging: Path) -> None:
             for path in Path(directory).iterdir():
                 if path.is_file():
                     shutil.copyfile(path, staging / path.name)
+
+        self.put_written(key, run, copy)
+
+    def put_written(self, key: str, run: str, write: Callable[[Path], None]) -> None:
+        """Keep under `key` the run files that `write(folder)` writes into an empty folder (first trained as
+        `run`), whole or not at all; if another process put `key` first, theirs stays."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if (self.root / key).exists():
+            return
+        staging = Path(tempfile.mkdtemp(dir=self.root, prefix=STAGING_PREFIX))
+        try:
+            write(staging)
+            manifest = {p.name: _sha256(p) for p in sorted(staging.iterdir()) if p.is_file()}
+            (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
             (staging / ORIGIN_FILE).write_text(json.dumps({"run": run}) + "\n")
-            os.rename(staging, self.root / key)
+            os.rename(staging, self.root / key)  # fails if another process put the key first: theirs stays
         except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
             if not (self.root / key).exists():
                 raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def size(self, keys: list[str] | None = None) -> int:
+        """Bytes held by the entries `keys` (default: every entry)."""
+        return sum(p.stat().st_size for key in (self.keys() if keys is None else keys)
+                   for p in (self.root / key).iterdir() if p.is_file())
+
+    def leftovers(self, older_than: float = 0.0) -> list[Path]:
+        """Staging folders of puts that never finished (a killed process) and discarded entries not yet gone,
+        untouched for `older_than` seconds (a put in progress takes milliseconds)."""
+        if not self.root.is_dir():
+            return []
+        now = time.time()
+        return sorted(p for p in self.root.iterdir()
+                      if p.name.startswith((STAGING_PREFIX, BIN_PREFIX)) and now - p.stat().st_mtime >= older_than)
+
+    def remove(self, key: str) -> None:
+        """Take `key`'s entry out of the store: renamed out of sight in one step, then deleted."""
+        bin_dir = Path(tempfile.mkdtemp(dir=self.root, prefix=BIN_PREFIX))
+        try:
+            os.rename(self.root / key, bin_dir / key)
+        except FileNotFoundError:  # someone else removed it first
+            pass
+        shutil.rmtree(bin_dir, ignore_errors=True)
+
+    @staticmethod
+    def _read(entry: Path) -> tuple[dict | None, str | None]:
+        try:
+            manifest = json.loads((entry / MANIFEST_FILE).read_text())
+            origin = json.loads((entry / ORIGIN_FILE).read_text())["run"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, None
+        return manifest, origin
+
+    def _discard(self, key: str, why: str, origin: str | None = None) -> None:
+        self.remove(key)
+        run = f"{origin}'s run" if origin else "the run"
+        raise DamagedEntry(f"the run store's entry {key[:12]}… ({run}) was damaged ({why}): discarded, the run "
+                           f"trains afresh")
+
+    @staticmethod
+    def _unwrite(directory: Path, manifest: dict) -> None:
+        for name in manifest:
+            (directory / name).unlink(missing_ok=True)

@@ -49,6 +49,10 @@ THREADS = 1  # every CPU run's intra-op threads: see the module's docstring
 _worker: dict = {}
 
 
+class WorkerDied(BlocklabError):
+    """A local worker process ended without its result (killed, out of memory): the pool is gone."""
+
+
 @dataclass(frozen=True)
 class Job:
     """One run, fully resolved: what the cell runner needs besides the corpus."""
@@ -81,14 +85,16 @@ def run_cell(job: Job, corpus: Corpus, progress: bool = False, position: int = 0
         return train_run(**run)
 
 
-def train_runs(jobs: Sequence[Job], corpus: Corpus, workers: int | None = None, progress: bool = True
-               ) -> dict[str, RunResult]:
+def train_runs(jobs: Sequence[Job], corpus: Corpus, workers: int | None = None, progress: bool = True,
+               on_result: Callable[[Job, RunResult], None] | None = None) -> dict[str, RunResult]:
     """Train every job, keyed by its run key. On the CPU, in forked one-thread worker processes: one per job
     by default (a variant's few seeds: three seeds time-sliced on two cores end sooner than two at a time
     and the third alone, see docs/performance.md), or a pool of `workers` long-lived ones that take the next
     job as each finishes (a map's many cells: torch set up once per worker, not once per cell). On a GPU, one
     after the other. Each result's `cell_seconds` is its wall time in the runner, from the moment its worker
-    took it to the moment its result was back: the per-run overhead is that minus its training time."""
+    took it to the moment its result was back: the per-run overhead is that minus its training time.
+    `on_result(job, result)` is called in this process as each result comes back (pass the jobs longest first:
+    a pool's workers take them in order)."""
     jobs = list(jobs)
     if not jobs:
         return {}
@@ -98,11 +104,14 @@ def train_runs(jobs: Sequence[Job], corpus: Corpus, workers: int | None = None, 
             taken = time.time()
             result = results[job.key] = run_cell(job, corpus, progress)
             result.cell_seconds = time.time() - taken
+            if on_result is not None:
+                on_result(job, result)
         return results
-    return _in_workers(jobs, corpus, min(workers or len(jobs), len(jobs)), progress)
+    return _in_workers(jobs, corpus, min(workers or len(jobs), len(jobs)), progress, on_result)
 
 
-def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool) -> dict[str, RunResult]:
+def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool,
+                on_result: Callable[[Job, RunResult], None] | None) -> dict[str, RunResult]:
     """Each job in a forked one-thread worker process, `workers` at a time, watched for progress."""
     context = multiprocessing.get_context("fork")
     heartbeats = context.RawArray("d", len(jobs))  # when each job last completed a step (0: not started)
@@ -124,6 +133,8 @@ def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool) -
                     result = future.result()
                     result.cell_seconds = time.time() - taken[index]
                     results[jobs[index].key] = result
+                    if on_result is not None:
+                        on_result(jobs[index], result)
                 now = time.time()
                 stalled = [futures[f] for f in pending if heartbeats[futures[f]] and now - heartbeats[futures[f]] > stall]
                 if stalled:
@@ -136,7 +147,7 @@ def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool) -
                         f"slow on purpose can allow more time with {STALL_ENV}=<minutes>.")
         except BrokenProcessPool:
             running = [jobs[i].key for i in range(len(jobs)) if heartbeats[i] and jobs[i].key not in results]
-            raise BlocklabError(
+            raise WorkerDied(
                 f"a worker training {', '.join(running) or 'these runs'} died (killed, or out of memory?): "
                 f"nothing was written; run the stage again (`dvc repro`)") from None
         except BaseException:

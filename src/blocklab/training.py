@@ -19,13 +19,15 @@ from tqdm import tqdm
 
 from blocklab.config import ModelConfig, TrainConfig
 from blocklab.data import atomic_write
+from blocklab.diagnostics import Diagnostics
 from blocklab.errors import BlocklabError
-from blocklab.model import build_model, parameter_counts
+from blocklab.model import build_model, learning_rate_multipliers, parameter_counts
 from blocklab.optimizer import AdamW
+from blocklab.results import PROBES
 
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
 EVAL_BATCH = 256  # validation windows per forward pass
-CHECKPOINT_FORMAT = 4  # 3: blocklab.optimizer.AdamW's flat state; 4: with the loss at initialisation
+CHECKPOINT_FORMAT = 5  # 3: blocklab.optimizer.AdamW's flat state; 4: with the loss at initialisation; 5: diagnostics
 
 
 def resolve_device(name: str) -> torch.device:
@@ -66,13 +68,18 @@ class RunResult:
     cell_seconds: float = 0.0  # its wall time in `blocklab.runner`, set up and results included (set there)
 
 
-def loss_and_gradients(model: torch.nn.Module, params: list[torch.Tensor], chunk: torch.Tensor
+def loss_and_gradients(model: torch.nn.Module, params: list[torch.Tensor], chunk: torch.Tensor, z_loss: float = 0.0
                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """The lesson's step up to the optimizer, on cleared gradients: loss on a (B, T + 1) chunk, the gradients,
-    and their norm over all parameters (measured, not clipped). Returns the loss and the norm as 0-d tensors."""
+    and their norm over all parameters (measured, not clipped). Returns the loss and the norm as 0-d tensors.
+    With `z_loss`, the gradients are those of the loss plus PaLM's z_loss * mean(log Z)^2 (Z the softmax
+    normaliser of the logits); the loss returned is the cross-entropy alone."""
     logits = model(chunk[:, :-1])
     loss = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten())
-    loss.backward()
+    if z_loss:
+        (loss + z_loss * torch.logsumexp(logits, dim=-1).pow(2).mean()).backward()
+    else:
+        loss.backward()
     return loss.detach(), torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.grad for p in params])))
 
 
@@ -86,6 +93,13 @@ def evaluate_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batc
         total += F.cross_entropy(logits.flatten(0, 1), y[i : i + batch].flatten(), reduction="sum").item()
     model.train(was_training)
     return total / y.numel()
+
+
+def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, dict[str, float | None]]:
+    """The validation loss, and what `blocklab.diagnostics` reads of the model meanwhile."""
+    with Diagnostics(model) as diagnostics:
+        loss = evaluate_loss(model, x, y)
+    return loss, diagnostics.values()
 
 
 @torch.no_grad()
@@ -138,7 +152,9 @@ def train_run(
     val_x, val_y = (t.to(device) for t in validation_windows(val, T, train_cfg.eval_windows))
     model = build_model(model_cfg, vocab_size, seed).to(device)
     params = list(model.parameters())
-    optimizer = AdamW(params, lr=train_cfg.lr)
+    optimizer = AdamW(params, lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,
+                      independent_weight_decay=train_cfg.independent_weight_decay,
+                      lr_multipliers=learning_rate_multipliers(model))
     generator = torch.Generator().manual_seed(seed)  # batches are drawn on the CPU, as in the lesson
     windows = torch.arange(T + 1, device=device)
     train_on_device = train.to(device)
@@ -147,6 +163,7 @@ def train_run(
     losses = torch.empty(steps, device=device)
     grad_norms = torch.empty(steps, device=device)
     val_losses: dict[int, float] = {}
+    probes: dict[int, dict] = {}  # blocklab.diagnostics' values at each evaluation step
     diverged_at: int | None = None  # a loss or gradient norm that is NaN or infinite ends the run there
     every = train_cfg.checkpoint_every if checkpoint is not None and steps > train_cfg.checkpoint_every > 0 else 0
     fingerprint = {"format": CHECKPOINT_FORMAT, "model": asdict(model_cfg), "train": asdict(train_cfg),
@@ -161,6 +178,7 @@ def train_run(
             first = saved["step"]
             losses[:first], grad_norms[:first] = saved["losses"], saved["grad_norms"]
             val_losses.update(saved["val_losses"])
+            probes.update(saved["probes"])
             init_loss = saved["val_loss_init"]
     if first == 0:  # the validation loss at initialisation (no randomness drawn: the batches stay the lesson's)
         init_loss = evaluate_loss(model, val_x, val_y)
@@ -171,14 +189,14 @@ def train_run(
         chunk = train_on_device[starts[:, None] + windows]  # (B, T + 1)
         optimizer.lr = learning_rate(train_cfg, step)
         optimizer.zero_grad()
-        losses[step], grad_norms[step] = loss_and_gradients(model, params, chunk)
+        losses[step], grad_norms[step] = loss_and_gradients(model, params, chunk, train_cfg.z_loss)
         if not bool(torch.isfinite(losses[step]) & torch.isfinite(grad_norms[step])):
             diverged_at = step  # stop before the step: the weights stay finite for the last evaluation
-            val_losses[step] = evaluate_loss(model, val_x, val_y)
+            val_losses[step], probes[step] = evaluate(model, val_x, val_y)
             break
         optimizer.step()
         if (step + 1) % train_cfg.eval_interval == 0 or step + 1 == steps:
-            val_losses[step] = evaluate_loss(model, val_x, val_y)
+            val_losses[step], probes[step] = evaluate(model, val_x, val_y)
         if on_step is not None:
             on_step(step)
         if every and (step + 1) % every == 0 and step + 1 < steps:
@@ -186,7 +204,7 @@ def train_run(
                 "fingerprint": fingerprint, "step": step + 1, "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                 "losses": losses[: step + 1].clone(), "grad_norms": grad_norms[: step + 1].clone(),
-                "val_losses": dict(val_losses), "val_loss_init": init_loss})
+                "val_losses": dict(val_losses), "val_loss_init": init_loss, "probes": dict(probes)})
     seconds, ended_at = time.perf_counter() - started, time.time()
     if every:
         Path(checkpoint).unlink(missing_ok=True)
@@ -194,7 +212,7 @@ def train_run(
     done = steps if diverged_at is None else diverged_at + 1
     curve = [
         {"step": step, "loss": loss, "grad_norm": norm, "lr": learning_rate(train_cfg, step),
-         "val_loss": val_losses.get(step)}
+         "val_loss": val_losses.get(step), **probes.get(step, dict.fromkeys(PROBES))}
         for step, (loss, norm) in enumerate(zip(losses[:done].tolist(), grad_norms[:done].tolist()))
     ]
     last = [x for x in losses[:done][-LAST_STEPS:].tolist() if math.isfinite(x)]
@@ -205,6 +223,7 @@ def train_run(
         "train_loss_last25": sum(last) / len(last) if last else None,
         "val_loss": _finite_or_none(val_losses[done - 1]),
         "val_loss_init": _finite_or_none(init_loss),  # before the first step: what LR sensitivity caps a loss at
+        **probes[done - 1],  # blocklab.diagnostics at the last evaluation
         "max_grad_norm": max(finite_norms) if finite_norms else None,
         "diverged": diverged_at is not None,
         "diverged_at_step": diverged_at,

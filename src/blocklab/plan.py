@@ -1,0 +1,202 @@
+"""The plan's runs and the run store: the one place that decides, run by run, "copy it or train it".
+
+A train stage (`stages/train.py`) and `blocklab prefetch` both call `ensure_stored`: every run whose key
+the run store lacks (or holds damaged) trains, longest first, on this machine's one-thread workers or on
+a Dask cluster, and is put into the store the moment its result is back; runs that share a key train
+once. A train stage then copies its runs out of the store into its DVC output (`stage_runs`), each file
+checked against the entry's manifest. So the stage and the prefetch cannot disagree about a run's key
+(`blocklab.run_store.RunKeys`), and whatever trained a run, the stage's output is the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from blocklab.config import RunSpec
+from blocklab.data import Corpus
+from blocklab.results import read_metrics, read_timing, run_dir, write_json, write_run
+from blocklab.run_store import DamagedEntry, RunKeys, RunStore
+from blocklab.runner import Job, train_runs
+from blocklab.training import RunResult
+
+# What a run costs on one core of this kind of machine, roughly (docs/performance.md: one step of the 6-layer
+# model at one thread spends 33 ms in matrix products, ~60 GFLOP/s, and ~31 ms in everything else, ~8e-8 s
+# per token, channel and layer): only for the order runs start in (longest first) and the time left.
+MATMUL_FLOPS_PER_SECOND = 60e9
+OTHER_SECONDS_PER_TOKEN_CHANNEL_LAYER = 8e-8
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the plan: its resolved settings, seed, store key, and where it may keep a checkpoint."""
+
+    spec: RunSpec
+    seed: int
+    store_key: str
+    checkpoint: Path | None = None
+
+    @property
+    def key(self) -> str:
+        """Its run key, e.g. `norm_order/post/seed0`."""
+        return self.spec.key(self.seed)
+
+    def job(self) -> Job:
+        return Job(self.key, self.spec.model, self.spec.train, self.seed, self.checkpoint)
+
+
+def planned_runs(specs: Sequence[RunSpec], keys: RunKeys, checkpoint_dir: Callable[[RunSpec], Path] | None = None
+                 ) -> list[PlannedRun]:
+    """Every seed of `specs`, keyed; `checkpoint_dir(spec)` is the folder of its variant's checkpoints."""
+    runs = []
+    for spec in specs:
+        folder = None if checkpoint_dir is None else spec.directory(checkpoint_dir(spec))
+        runs += [PlannedRun(spec, seed, key, None if folder is None else folder / f"seed{seed}.pt")
+                 for seed, key in keys.of(spec).items()]
+    return runs
+
+
+def estimated_seconds(spec: RunSpec, vocab: int = 65) -> float:
+    """About how long one of `spec`'s runs trains on one core: its steps' matrix products and the rest, and
+    its evaluations (a forward pass, a third of a step, over the validation windows)."""
+    from blocklab.model import training_flops_per_token
+
+    cfg, train = spec.model, spec.train
+    tokens = train.batch_size * cfg.context
+    per_token = (training_flops_per_token(cfg, vocab) / MATMUL_FLOPS_PER_SECOND
+                 + OTHER_SECONDS_PER_TOKEN_CHANNEL_LAYER * cfg.d_model * max(cfg.n_layers, 1))
+    evaluations = train.steps // train.eval_interval + 2
+    evaluated = evaluations * (train.eval_windows + train.eval_batches * train.batch_size) * cfg.context / 3
+    return per_token * (train.steps * tokens + evaluated)
+
+
+def missing(runs: Sequence[PlannedRun], store: RunStore, echo=print) -> list[PlannedRun]:
+    """The runs whose key the store does not hold whole, each key once, in the order given. A damaged entry
+    is discarded (and said so): its run is missing."""
+    todo, seen = [], set()
+    for run in runs:
+        if run.store_key in seen:
+            continue
+        seen.add(run.store_key)
+        try:
+            if store.verified(run.store_key) is not None:
+                continue
+        except DamagedEntry as err:
+            echo(str(err))
+        todo.append(run)
+    return todo
+
+
+def ensure_stored(runs: Sequence[PlannedRun], corpus: Corpus, store: RunStore, *, workers: int | None = None,
+                  scheduler: str | None = None, progress: str = "runs", name: str = "the plan", echo=print,
+                  into: dict[str, RunResult] | None = None) -> dict[str, RunResult]:
+    """Train every run of `runs` that the store lacks, longest first, each put into the store as soon as it is
+    back (an interruption loses only the runs still training); returns the results trained, by run key.
+
+    Where: on the Dask cluster at `scheduler`, else in this machine's one-thread workers (`workers` at a time;
+    default one per run). `progress`: "runs" a bar per run, "plan" one bar for them all (runs done, time
+    left), "none". `into`: a dict each result is also put in as soon as it is stored (kept if training fails
+    part-way)."""
+    todo = sorted(missing(runs, store, echo), key=lambda r: -estimated_seconds(r.spec, corpus.vocab_size))
+    if not todo:
+        return {}
+    count = min(workers or len(todo), len(todo))
+    where = f"the Dask cluster at {scheduler}" if scheduler else f"{count} worker{'s' * (count > 1)}"
+    echo(f"{name}: training {len(todo)} of {len(runs)} runs on {where}")
+    by_key = {run.key: run for run in todo}
+    bar = _PlanBar(todo, corpus.vocab_size) if progress == "plan" else None
+    say = tqdm.write if bar else echo
+
+    def keep(job: Job, result: RunResult) -> None:
+        run = by_key[job.key]
+        spec = run.spec
+        store.put_written(run.store_key, run.key, lambda folder: write_run(
+            folder, result, tokens_per_step=spec.train.batch_size * spec.model.context, model=spec.model,
+            chars=corpus.chars))
+        if into is not None:
+            into[run.key] = result
+        if bar:
+            bar.done(run)
+        else:
+            say(_result_line(run.key, result.metrics, result.metrics["steps"] / result.seconds))
+
+    jobs = [run.job() for run in todo]
+    try:
+        if scheduler:
+            from blocklab.cluster import train_on_cluster  # only then: dask.distributed is an optional dependency
+
+            return train_on_cluster(jobs, corpus, scheduler, echo=say, on_result=keep)
+        return train_runs(jobs, corpus, workers=workers, progress=progress == "runs", on_result=keep)
+    finally:
+        if bar:
+            bar.close()
+
+
+def stage_runs(runs: Sequence[PlannedRun], corpus: Corpus, store: RunStore, out_dir: Path, *,
+               workers: int | None = None, scheduler: str | None = None, name: str = "the stage", echo=print
+               ) -> dict[str, RunResult]:
+    """A train stage's work: every run of `runs` into its folder under `out_dir`, copied from the run store,
+    which trains the runs it lacks first (`ensure_stored`). A run another run key trained first (equal
+    settings) records where it came from (`reused_from` in its timing.json). Returns the results trained here."""
+    trained: dict[str, RunResult] = {}
+    pending = list(runs)
+    for attempt in range(2):  # a second time only for an entry damaged between training and copying
+        trained.update(ensure_stored(pending, corpus, store, workers=workers, scheduler=scheduler, name=name,
+                                     echo=echo))
+        damaged = []
+        for run in pending:
+            directory = run_dir(run.spec.directory(out_dir), run.seed)
+            try:
+                origin = store.copy_to(run.store_key, directory)
+            except DamagedEntry as err:
+                if attempt:
+                    raise
+                echo(str(err))
+                damaged.append(run)
+                continue
+            if origin != run.key:
+                write_json(directory / "timing.json", {**read_timing(directory), "reused_from": origin})
+                echo(f"{run.key}: the same run as {origin} (equal settings): copied, not trained again")
+            elif run.key not in trained:
+                echo(_result_line(run.key, read_metrics(directory), None) + "; trained ahead (blocklab prefetch), "
+                     "copied from the run store")
+        pending = damaged
+        if not pending:
+            break
+    return trained
+
+
+def _result_line(key: str, metrics: dict, steps_per_second: float | None) -> str:
+    line = f"{key}: train loss (last 25) {_loss(metrics['train_loss_last25'])}, val loss {_loss(metrics['val_loss'])}"
+    if steps_per_second is not None:
+        line += f", {steps_per_second:.1f} steps/s"
+    return line + (f"; diverged at step {metrics['diverged_at_step']}" if metrics["diverged"] else "")
+
+
+def _loss(value: float | None) -> str:
+    """A diverged run records no finite loss: None."""
+    return "none (not finite)" if value is None else f"{value:.4f}"
+
+
+class _PlanBar:
+    """One progress bar for many runs: its length is their estimated time, so that the time left it shows
+    holds when runs differ a hundredfold; its label counts the runs."""
+
+    def __init__(self, runs: Sequence[PlannedRun], vocab: int):
+        self.vocab, self.total, self.count = vocab, len(runs), 0
+        self.bar = tqdm(total=round(sum(estimated_seconds(r.spec, vocab) for r in runs), 1), unit="s",
+                        desc="training the plan", bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} "
+                                                             "[{elapsed} elapsed, about {remaining} left]",
+                        dynamic_ncols=True)
+        self.bar.set_postfix_str(f"0/{self.total} runs")
+
+    def done(self, run: PlannedRun) -> None:
+        self.count += 1
+        self.bar.set_postfix_str(f"{self.count}/{self.total} runs", refresh=False)
+        self.bar.update(round(estimated_seconds(run.spec, self.vocab), 1))
+
+    def close(self) -> None:
+        self.bar.close()

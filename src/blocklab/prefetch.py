@@ -1,0 +1,150 @@
+"""`blocklab prefetch`: train every run that `dvc repro` is about to need, all at once, into the run store.
+
+`dvc repro` runs one stage at a time, and a train or map stage trains only its own runs: on a cluster of
+many workers, or on two cores with a 3-seed stage, the workers wait on each stage's slowest run before the
+next stage starts. Any process that trains a run with a stage's key leaves it where that stage copies it
+from (`blocklab.run_store`), so the whole plan can train first, every run at once, longest first, and
+`dvc repro` then copies every run and trains nothing, writing what it would have written.
+
+Which runs: those of the train and map stages (`train_<ablation>@<variant>`, `map_<map>@<variant>`) among
+the targets and what they depend on (as `dvc repro TARGETS` would run them) that DVC's own status reports
+out of date, less the stages DVC would restore from its run cache and the runs the store already holds.
+The stages the train stages depend on that train nothing (download, encode) are brought up to date
+first, through DVC: the runs' keys hash the encoded corpus.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from blocklab.config import Params
+from blocklab.errors import BlocklabError
+from blocklab.plan import PlannedRun, missing, planned_runs
+from blocklab.run_store import RunKeys, RunStore
+
+ENCODED = Path("data/encoded")
+CHECKPOINTS = Path("data/checkpoints")
+POOL_RESTARTS = 3  # how often a local pool whose worker died starts again with the runs not yet back
+TRAIN_PREFIXES = ("train_", "map_")
+
+
+@dataclass(frozen=True)
+class TrainStage:
+    """A train or map stage of dvc.yaml: its DVC name and the ablation (or map) and variant it trains."""
+
+    name: str
+    ablation: str
+    variant: str
+
+
+def train_stage(name: str) -> TrainStage | None:
+    """`train_norm_order@post` -> (norm_order, post); None for a stage that trains nothing."""
+    prefix = next((p for p in TRAIN_PREFIXES if name.startswith(p)), None)
+    if prefix is None or "@" not in name:
+        return None
+    ablation, variant = name[len(prefix):].split("@", 1)
+    return TrainStage(name, ablation, variant)
+
+
+@dataclass
+class Stale:
+    """What `dvc repro` would train: the out-of-date train stages, and those of them DVC restores instead."""
+
+    stages: list[TrainStage]
+    restorable: list[str]
+    up_to_date: int
+
+
+def stale_train_stages(targets: tuple[str, ...] = (), echo=print) -> Stale:
+    """The train and map stages among `targets` and their dependencies (default: the whole pipeline) that
+    DVC reports out of date, after bringing the stages they depend on that train nothing up to date."""
+    from dvc.repo import Repo
+    from dvc.stage.cache import RunCacheNotFoundError
+
+    with Repo() as repo:
+        stages = _collected(repo, targets)
+        trains = [s for s in stages if train_stage(s.addressing)]
+        upstream = sorted({s.addressing for t in trains for s in repo.stage.collect(t.addressing, with_deps=True)
+                           if not train_stage(s.addressing)})
+        if upstream:
+            echo(f"bringing {', '.join(upstream)} up to date (dvc repro)")
+            repo.reproduce(targets=upstream)
+            stages = _collected(repo, targets)  # re-read: the reproduction rewrote dvc.lock
+            trains = [s for s in stages if train_stage(s.addressing)]
+        changed = set(repo.status(targets=[s.addressing for s in trains])) if trains else set()
+        stale, restorable = [], []
+        for stage in trains:
+            if stage.addressing not in changed:
+                continue
+            try:
+                stage.save_deps()  # today's dependencies, which DVC's run cache is keyed by
+                repo.stage_cache.restore(stage, dry=True)
+                restorable.append(stage.addressing)
+            except RunCacheNotFoundError:
+                stale.append(train_stage(stage.addressing))
+    return Stale(stale, restorable, len(trains) - len(changed))
+
+
+def _collected(repo, targets: tuple[str, ...]) -> list:
+    if not targets:
+        return list(repo.index.stages)
+    seen: dict[str, object] = {}
+    for target in targets:
+        for stage in repo.stage.collect(target, with_deps=True):
+            seen.setdefault(stage.addressing, stage)
+    return list(seen.values())
+
+
+def runs_of_stages(params: Params, stages: list[TrainStage], keys: RunKeys) -> list[PlannedRun]:
+    """Every run of `stages`, in dvc.yaml's order of the plan (ablations, then maps), with the checkpoint
+    folder its stage gives it (so that a run interrupted here resumes in its stage, and the reverse)."""
+    wanted = {(s.ablation, s.variant) for s in stages}
+    order = [(a, v) for a, plan in params.ablations.items() for v in plan.variants] + \
+            [(m, v) for m, plan in params.maps.items() for v in plan.variants]
+    unknown = wanted - set(order)
+    if unknown:
+        raise BlocklabError(f"dvc.yaml's stages {', '.join(sorted(f'{a}@{v}' for a, v in unknown))} train nothing "
+                            f"params.yaml defines: is dvc.yaml out of step with params.yaml?")
+    specs = [spec for a, v in order if (a, v) in wanted for spec in params.runs_of(a, v)]
+    return planned_runs(specs, keys, lambda spec: CHECKPOINTS / spec.ablation / spec.variant)
+
+
+@dataclass
+class Prefetched:
+    distinct: int  # runs of the out-of-date stages, those of equal settings counted once
+    stored: int  # of those, already in the run store
+    trained: int
+    seconds: float
+    busy: float  # the workers' time spent training runs over their time available
+
+
+def busy_fraction(results: dict, seconds: float, workers: int) -> float:
+    """The share of the workers' time (`workers` x `seconds`) that went into training the runs."""
+    return sum(r.seconds for r in results.values()) / (workers * seconds) if seconds and workers else 0.0
+
+
+def train_ahead(runs: list[PlannedRun], corpus, store: RunStore, workers: int, scheduler: str | None,
+                echo=print) -> Prefetched:
+    """Train `runs` that the store lacks, all at once, longest first, one bar for them all. A local worker
+    that dies takes the runs in flight with it (the pool ends): what finished is in the store, and the
+    rest starts again in a new pool, up to `POOL_RESTARTS` times (on Dask, the cluster reschedules them)."""
+    from blocklab.plan import ensure_stored
+    from blocklab.runner import WorkerDied
+
+    distinct = len({run.store_key for run in runs})
+    todo = missing(runs, store, echo)
+    started = time.monotonic()
+    results: dict = {}
+    for restart in range(POOL_RESTARTS + 1):
+        try:
+            ensure_stored(todo, corpus, store, workers=workers, scheduler=scheduler, progress="plan",
+                          name="prefetch", echo=echo, into=results)
+            break
+        except WorkerDied as err:
+            if restart == POOL_RESTARTS:
+                raise
+            echo(f"{err}; the runs that finished are in the run store, the others start again")
+    seconds = time.monotonic() - started
+    return Prefetched(distinct, distinct - len(todo), len(results), seconds, busy_fraction(results, seconds, workers))

@@ -1,0 +1,158 @@
+"""`blocklab prefetch`: the whole plan's runs trained at once into the run store, after which `dvc repro`
+copies every run and trains nothing, writing what a plain `dvc repro` writes (real DVC, real workers, a
+real Dask cluster); and a run store that never hands out a damaged entry."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from blocklab.config import ModelConfig, RunSpec, TrainConfig, load_params
+from blocklab.plan import ensure_stored, estimated_seconds, planned_runs
+from blocklab.run_store import RunKeys, RunStore
+
+from conftest import free_port, make_small_project, outputs_of, pristine_copy
+from test_cluster import dask_cluster, small_corpus
+
+TRAINED_LINE = "steps/s"  # a train stage prints it for each run it trained itself
+
+
+def _lock_without_wall_times(root: Path) -> dict:
+    """dvc.lock without the hashes of what holds wall times: the runs' folders (each run's timing.json) and
+    reports/timings.json."""
+    lock = yaml.safe_load((root / "dvc.lock").read_text())
+    for stage in lock["stages"].values():
+        for entry in stage.get("deps", []) + stage.get("outs", []):
+            if entry["path"].startswith("data/runs") or entry["path"] == "reports/timings.json":
+                entry.pop("md5", None), entry.pop("size", None), entry.pop("nfiles", None)
+    return lock
+
+
+@pytest.mark.slow
+def test_prefetch_then_dvc_repro_trains_nothing_and_writes_what_a_plain_dvc_repro_writes(reproduced_project,
+                                                                                          tmp_path):
+    project = make_small_project(tmp_path)
+    prefetched = project.run("blocklab", "prefetch")
+    plan = load_params(project.root / "params.yaml")
+    distinct = len({(s.model, s.train, seed) for s in plan.specs() + plan.map_specs() for seed in s.seeds})
+    assert f"0 of {distinct} distinct runs were in the run store; {distinct} trained" in prefetched.stdout
+    assert f"{distinct}/{distinct} runs" in prefetched.stderr  # one bar for the whole plan
+    assert len(RunStore(project.root / "data/run_store").keys()) == distinct
+
+    repro = project.run("dvc", "repro").stdout
+    assert TRAINED_LINE not in repro, [line for line in repro.splitlines() if TRAINED_LINE in line]
+    assert "trained ahead (blocklab prefetch)" in repro
+    assert outputs_of(project.root) == reproduced_project.outputs  # runs and reports, byte for byte
+    assert _lock_without_wall_times(project.root) == _lock_without_wall_times(reproduced_project.pristine)
+    assert "Data and pipelines are up to date" in project.run("dvc", "status").stdout
+    again = project.run("blocklab", "prefetch").stdout
+    assert "0 train and map stages out of date" in again and "trained" not in again.split("runs")[-1]
+
+
+@pytest.mark.slow
+def test_prefetch_on_a_dask_cluster_trains_only_its_targets_runs_and_the_stage_copies_them(reproduced_project,
+                                                                                           tmp_path):
+    project = make_small_project(tmp_path)
+    with dask_cluster() as (address, _):
+        out = project.run("blocklab", "prefetch", "map_stability@post", "--scheduler", address).stdout
+        assert f"to the Dask scheduler at {address} (2 workers)" in out
+        assert "1 train and map stages out of date" in out and "8 trained" in out  # 2 lr x 2 warmups x 2 seeds
+        # and the stage's own path to the cluster: it trains what the store lacks there too
+        project.env["BLOCKLAB_DASK_SCHEDULER"] = address
+        staged = project.run("dvc", "repro", "map_stability@pre").stdout
+    assert "stability/pre: training 8 of 8 runs on the Dask cluster" in staged
+    repro = project.run("dvc", "repro", "map_stability@post").stdout
+    assert TRAINED_LINE not in repro and "trained ahead" in repro
+    ours = outputs_of(project.root)
+    theirs = {k: v for k, v in reproduced_project.outputs.items() if k.startswith("data/runs/stability/")}
+    assert {k: v for k, v in ours.items() if k.startswith("data/runs/stability/")} == theirs and len(theirs) == 16 * 3
+
+
+def test_prefetch_with_a_scheduler_that_cannot_be_reached_fails_naming_its_address(reproduced_project):
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    result = reproduced_project.run("blocklab", "prefetch", "--scheduler", address, check=False, timeout=60)
+    assert result.returncode == 1 and f"cannot reach the Dask scheduler at {address}" in result.stderr
+
+
+def test_prefetch_interrupted_keeps_whole_runs_and_trains_only_the_rest_next_time(tmp_path):
+    project = make_small_project(tmp_path)
+    params = project.params
+    params["maps"]["stability"]["train"]["steps"] = 300  # long enough to interrupt half-way
+    project.params = params
+    store = RunStore(project.root / "data/run_store")
+    process = subprocess.Popen(["blocklab", "prefetch", "map_stability@post"], cwd=project.root, env=project.env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while len(store.keys()) < 2:
+        assert time.time() < deadline and process.poll() is None, "prefetch stored nothing"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
+    assert process.wait(timeout=60) != 0
+    kept = store.keys()
+    assert 2 <= len(kept) < 8
+    assert all(store.verified(key) for key in kept)  # every entry whole
+    again = project.run("blocklab", "prefetch", "map_stability@post").stdout
+    assert f"{len(kept)} of 8 distinct runs were in the run store; {8 - len(kept)} trained" in again
+
+
+def test_a_damaged_store_entry_is_discarded_and_its_run_trained_afresh_by_the_stage(reproduced_project, tmp_path):
+    project = pristine_copy(reproduced_project, tmp_path / "project")
+    params = load_params(project.root / "params.yaml")
+    key = RunKeys(project.root / "data/encoded").of(params.spec("norm_order", "pre"))[0]
+    entry = project.root / "data/run_store" / key
+    (entry / "metrics.json").write_text('{"train_loss_last25": 2.')  # truncated
+    out = project.run("dvc", "repro", "--force", "--single-item", "train_norm_order@pre").stdout
+    assert f"entry {key[:12]}… (norm_order/pre/seed0's run) was damaged (its metrics.json does not match its " \
+           f"manifest): discarded, the run trains afresh" in out
+    assert "norm_order/pre: training 1 of 2 runs" in out
+    ours = outputs_of(project.root)
+    assert {k: v for k, v in ours.items() if "norm_order/pre/" in k} == {
+        k: v for k, v in reproduced_project.outputs.items() if "norm_order/pre/" in k}
+    assert RunStore(project.root / "data/run_store").verified(key) == "norm_order/pre/seed0"
+
+
+def test_blocklab_store_counts_what_the_plan_uses_and_prunes_the_rest(reproduced_project, tmp_path):
+    project = pristine_copy(reproduced_project, tmp_path / "project")
+    plan = load_params(project.root / "params.yaml")
+    distinct = len({(s.model, s.train, seed) for s in plan.specs() + plan.map_specs() for seed in s.seeds})
+    shown = project.run("blocklab", "store").stdout
+    assert f"data/run_store: {distinct} entries" in shown and f"used by params.yaml's plan: {distinct} (" in shown
+    assert "needed by no current setting: 0 (" in shown
+    params = project.params
+    params["ablations"]["ffn_mult"]["train"]["lr"] = 0.02  # ffn_mult's 4 runs (no other stage's) are needed no more
+    project.params = params
+    assert "needed by no current setting: 4 (" in project.run("blocklab", "store").stdout
+    pruned = project.run("blocklab", "store", "--prune").stdout
+    assert "pruned 4 entries" in pruned
+    assert len(RunStore(project.root / "data/run_store").keys()) == distinct - 4
+
+
+def test_the_longest_runs_train_first_and_each_key_once(tmp_path):
+    corpus = small_corpus()
+    encoded = tmp_path / "encoded"
+    encoded.mkdir()
+    (encoded / "train.bin").write_bytes(bytes(corpus.train.tolist()))
+    short = TrainConfig(steps=5, eval_interval=5, eval_windows=16, device="cpu")
+    specs = [RunSpec("a", name, name, ModelConfig(d_model=16, n_heads=2, n_layers=layers, context=8),
+                     replace(short, steps=steps), (0,))
+             for name, layers, steps in [("small", 1, 5), ("deep", 4, 5), ("long", 1, 40), ("again", 1, 5)]]
+    runs = planned_runs(specs, RunKeys(encoded))
+    assert runs[0].store_key == runs[3].store_key  # equal settings, one key
+    distinct = [r for i, r in enumerate(runs) if r.store_key not in {o.store_key for o in runs[:i]}]
+    expected = sorted(distinct, key=lambda r: -estimated_seconds(r.spec))
+    assert [r.spec.variant for r in expected] == ["long", "deep", "small"]
+    store = RunStore(tmp_path / "store")
+    results = ensure_stored(runs, corpus, store, workers=1, progress="none", echo=lambda _: None)
+    assert list(results) == ["a/long/seed0", "a/deep/seed0", "a/small/seed0"]  # in that order, each once
+    started = {key: json.loads((tmp_path / "store" / key / "timing.json").read_text())["started_at"]
+               for key in store.keys()}
+    assert sorted(started, key=started.get) == [r.store_key for r in expected]
+    assert ensure_stored(runs, corpus, store, workers=1, progress="none", echo=lambda _: None) == {}
