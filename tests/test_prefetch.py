@@ -44,7 +44,7 @@ def test_prefetch_then_dvc_repro_trains_nothing_and_writes_what_a_plain_dvc_repr
     plan = load_params(project.root / "params.yaml")
     distinct = len({(s.model, s.train, seed) for s in plan.specs() + plan.map_specs() for seed in s.seeds})
     assert f"0 of {distinct} distinct runs were in the run store; {distinct} trained" in prefetched.stdout
-    assert f"{distinct}/{distinct} runs" in prefetched.stderr  # one bar for the whole plan
+    assert f"training the plan, {distinct}/{distinct} runs" in prefetched.stderr  # one bar for the whole plan
     assert len(RunStore(project.root / "data/run_store").keys()) == distinct
 
     repro = project.run("dvc", "repro").stdout

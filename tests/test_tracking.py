@@ -273,18 +273,44 @@ def test_four_queued_experiments_that_break_a_claim_all_record_in_dvc_and_in_the
     assert len(parents) == 4 * len(project.params["ablations"]["norm_order"]["variants"])
 
 
-def test_blocklab_ui_serves_the_store_on_127_0_0_1_and_prints_the_url(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'ui.db'}"
-    ensure_store(uri)
-    client_for(uri).create_experiment("blocklab/norm_order")
+def test_blocklab_ui_serves_the_store_on_127_0_0_1_and_prints_where_each_ablations_runs_are(project):
+    """MLflow 3 opens an experiment on its GenAI overview (traces, all empty): `blocklab ui` also prints, per
+    ablation, the address of its training runs and of its variants' parent runs compared, read back here."""
+    import json
+    import re
+    import urllib.parse
+    import urllib.request
+
+    uri = f"sqlite:///{project.root / 'mlflow.db'}"
     port = free_port()
+    base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    params = load_params(project.root / "params.yaml")
     with started(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], env=env, stdout=subprocess.PIPE,
                  stderr=subprocess.DEVNULL, text=True) as ui:
-        assert ui.stdout.readline().strip().endswith(f"http://127.0.0.1:{port}  (Ctrl-C to stop)")
-        wait_until_healthy(f"http://127.0.0.1:{port}", ui)
-        found = _post(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search", {"max_results": 10})
-        assert "blocklab/norm_order" in {e["name"] for e in found["experiments"]}
+        assert ui.stdout.readline().strip().endswith(f"{base}  (Ctrl-C to stop)")
+        printed = [ui.stdout.readline().strip() for _ in range(2 * len(params.ablations) + 2 * len(params.maps))]
+        wait_until_healthy(base, ui)
+
+        def get(path: str, **query) -> dict:
+            with urllib.request.urlopen(f"{base}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query)}") as answer:
+                return json.loads(answer.read())
+
+        for name, plan in [*params.ablations.items(), *params.maps.items()]:
+            runs_line = next(line for line in printed if line.startswith(f"blocklab/{name}: training runs: "))
+            experiment_id = re.fullmatch(rf"blocklab/{name}: training runs: {base}/#/experiments/(\d+)/runs",
+                                         runs_line).group(1)
+            assert get("experiments/get", experiment_id=experiment_id)["experiment"]["name"] == f"blocklab/{name}"
+            compared = next(line for line in printed if line.startswith(f"blocklab/{name}: its "))
+            address = compared.split(": ", 2)[2]
+            assert address.startswith(f"{base}/#/compare-runs?runs=")
+            query = urllib.parse.parse_qs(address.split("?", 1)[1])
+            assert json.loads(query["experiments"][0]) == [experiment_id]
+            runs = [get("runs/get", run_id=run_id)["run"] for run_id in json.loads(query["runs"][0])]
+            # the variants' parent runs (a map's: one per cell, named <variant>/<cell>)
+            assert {r["info"]["run_name"].split("/")[0] for r in runs} == set(plan.variants)
+            assert all(r["info"]["experiment_id"] == experiment_id for r in runs)
+            assert not any(t["key"] == PARENT_TAG for r in runs for t in r["data"].get("tags", []))
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])

@@ -462,7 +462,8 @@ def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file
 @click.option("--port", default=5000, show_default=True, help="Port on 127.0.0.1.")
 @click.option("--tracking-uri", default=None, help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db).")
 def ui(port: int, tracking_uri: str | None) -> None:
-    """Serve the MLflow UI for blocklab's store on 127.0.0.1.
+    """Serve the MLflow UI for blocklab's store on 127.0.0.1, and print, for each ablation, the addresses of
+    its training runs and of its variants' parent runs compared side by side.
 
     The MLflow server runs in a process group of its own. Stopping this command with SIGTERM, SIGINT
     (Ctrl-C) or SIGHUP (sent on as SIGTERM: the server would take SIGHUP for "reload") stops that whole
@@ -474,12 +475,16 @@ def ui(port: int, tracking_uri: str | None) -> None:
     import sys
 
     from blocklab.processes import stop_within
-    from blocklab.tracking import ensure_store, tracking_uri as default_uri
+    from blocklab.tracking import ensure_store, tracking_uri as default_uri, ui_addresses
 
     uri = tracking_uri or default_uri()
     ensure_store(uri)
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
-    click.echo(f"MLflow UI for {uri}: http://127.0.0.1:{port}  (Ctrl-C to stop)")
+    base = f"http://127.0.0.1:{port}"
+    click.echo(f"MLflow UI for {uri}: {base}  (Ctrl-C to stop)")
+    # MLflow 3 opens an experiment on its GenAI overview: the addresses of what blocklab logged instead
+    for label, address in ui_addresses(uri, base):
+        click.echo(f"  {label}: {address}")
     server = subprocess.Popen([mlflow, "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
                               start_new_session=True)
     stopping: list[int] = []

@@ -188,14 +188,16 @@ class _PlanBar:
     def __init__(self, runs: Sequence[PlannedRun], vocab: int):
         self.vocab, self.total, self.count = vocab, len(runs), 0
         self.bar = tqdm(total=round(sum(estimated_seconds(r.spec, vocab) for r in runs), 1), unit="s",
-                        desc="training the plan", bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} "
-                                                             "[{elapsed} elapsed, about {remaining} left]",
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed} elapsed, about {remaining} left]",
                         dynamic_ncols=True)
-        self.bar.set_postfix_str(f"0/{self.total} runs")
+        self._describe()
+
+    def _describe(self) -> None:
+        self.bar.set_description_str(f"training the plan, {self.count}/{self.total} runs", refresh=False)
 
     def done(self, run: PlannedRun) -> None:
         self.count += 1
-        self.bar.set_postfix_str(f"{self.count}/{self.total} runs", refresh=False)
+        self._describe()
         self.bar.update(round(estimated_seconds(run.spec, self.vocab), 1))
 
     def close(self) -> None:

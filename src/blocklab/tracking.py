@@ -115,6 +115,26 @@ def ensure_store(uri: str) -> None:
         _client(uri).search_experiments(max_results=1)
 
 
+def ui_addresses(uri: str, base: str) -> list[tuple[str, str]]:
+    """Where a newcomer's first click should land in the MLflow UI at `base` (MLflow 3 opens an experiment on
+    its GenAI overview): per blocklab experiment, its training runs, and its variants' parent runs compared
+    side by side. (label, address) pairs, the experiments by name."""
+    client = _client(uri)
+    addresses = []
+    for experiment in sorted(client.search_experiments(), key=lambda e: e.name):
+        if not experiment.name.startswith("blocklab/"):
+            continue
+        runs = client.search_runs([experiment.experiment_id], max_results=5000)
+        parents = [r.info.run_id for r in runs if PARENT_TAG not in r.data.tags and "/seed" not in r.info.run_name]
+        addresses.append((f"{experiment.name}: training runs",
+                          f"{base}/#/experiments/{experiment.experiment_id}/runs"))
+        if len(parents) > 1:
+            addresses.append((f"{experiment.name}: its {len(parents)} variants compared",
+                              f"{base}/#/compare-runs?runs={json.dumps(parents, separators=(',', ':'))}"
+                              f"&experiments={json.dumps([experiment.experiment_id])}"))
+    return addresses
+
+
 def artifact_location(uri: str, experiment: str) -> str | None:
     """Where an experiment's artifacts go: beside a sqlite store (`<store dir>/mlartifacts/<experiment>`),
     never relative to the folder a run happens to log from (a queued experiment's temporary copy, which
