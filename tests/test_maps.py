@@ -252,3 +252,52 @@ def test_a_map_through_dvc_and_one_more_learning_rate_trains_only_its_cells(repr
     groups = lr_groups(parse_params(project.params))
     assert all(len(members) == 3 for by_group in groups.values() for members in by_group.values())
     assert set(maps) == {f"stability/{v}/{g}" for v in variants for g in ("w0", "w5")}
+
+
+def test_every_kind_of_map_figure_draws_from_made_up_results_with_their_attention_logits(tmp_path):
+    """heatmap, lr, lr_by_variant, sensitivity and attention_logits, on a map with a model axis (the widths of
+    Wortsman et al.'s proxies) and made-up runs whose largest attention logit grows with the learning rate."""
+    from blocklab import plots
+    from blocklab.maps import seed_best_lr
+
+    params = parse_params(a_map(axes={"model": {"d_model": [32, 64]}, "train": {"lr": [0.001, 0.01, 0.1]}},
+                                figures=["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits"]))
+    runs = {}
+    for spec in params.map_specs():
+        for seed in spec.seeds:
+            loss = {0.001: 2.5, 0.01: 2.2, 0.1: 2.4 if spec.model.d_model == 32 else 3.3}[spec.train.lr] + 0.01 * seed
+            runs[spec.key(seed)] = {"val_loss": loss, "val_loss_init": 4.2, "collapsed": loss > 3.2, "diverged": False,
+                                    "attn_logit_max": 10 * (1 + 1000 * spec.train.lr) * (1 + seed), "logit_log_z": 5.0}
+    metrics = {"runs": runs, "baselines": {"unigram_val": 3.35}}
+    summary = map_summary(params, metrics)
+    assert list(summary) == ["m/post/d32", "m/post/d64", "m/pre/d32", "m/pre/d64"]
+    wide = summary["m/post/d64"]
+    assert (wide["best_lr"], wide["trainable_lr_max"]) == (0.01, 0.01)
+    assert wide["attn_logit_max_at_best_lr"] == pytest.approx(10 * 11 * 1.5)  # seed mean at lr 1e-2
+    assert wide["attn_logit_max_at_trainable_lr_max"] == wide["attn_logit_max_at_best_lr"]
+    assert seed_best_lr(runs, lr_groups(params)["m/post"]["d64"]) == {0: 0.01, 1: 0.01}
+    drawn = plots.map_outputs(params, "m", metrics, tmp_path, summary)
+    assert list(drawn) == ["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits"]
+    for kind, path in drawn.items():
+        assert path == f"figures/m_{kind}.png" and (tmp_path / path).stat().st_size > 10_000, kind
+
+
+def test_a_map_figure_against_the_learning_rate_needs_an_lr_axis():
+    with pytest.raises(ParamsError, match="figures lr draw against the learning rate: the map needs an axis train.lr"):
+        parse_params(a_map(axes={"train": {"warmup": [0, 10]}}))
+    parse_params(a_map(axes={"train": {"warmup": [0, 10]}}, figures=["heatmap"]))
+
+
+def test_claims_read_a_groups_best_learning_rate_per_seed_and_take_log10_of_it():
+    from blocklab.claims import Compare, Reports, evaluate
+
+    params = parse_params(a_map())
+    runs = made_up_runs(params, fragile_post)
+    reports = Reports({"runs": runs}, {}, maps=lr_groups(params))
+    best = evaluate('best_lr("m/pre", "w0")', reports)
+    assert best.values == {0: 0.01, 1: 0.01}
+    assert evaluate('log10(best_lr("m/pre", "w0"))', reports).values == pytest.approx({0: -2.0, 1: -2.0})
+    shift = 'log10(best_lr("m/pre", "w0")) - log10(best_lr("m/pre", "w10"))'  # the same best rate: 0 on each seed
+    claims = {right: Compare(id="x", claim="x", kind="finding", rule="compare", op="<", right=right, left=shift)
+              for right in (0.5, 0, -0.5)}
+    assert [claims[r].check(reports).verdict for r in (0.5, 0, -0.5)] == ["holds", "inconclusive", "fails"]

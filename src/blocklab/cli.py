@@ -79,6 +79,9 @@ def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | Non
     click.echo(f"{len(stale.stages)} train and map stages out of date ({stale.up_to_date} up to date"
                + (f", {len(stale.restorable)} restored from DVC's run cache by dvc repro" if stale.restorable else "")
                + f"): {len(runs)} runs")
+    if not runs:
+        click.echo("nothing to train: every train and map stage is up to date (or restored by DVC's run cache)")
+        return
     if dry_run:
         from blocklab.plan import missing
 
