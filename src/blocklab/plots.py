@@ -310,44 +310,40 @@ def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -
     return path
 
 
-def lr_sensitivity_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
-    """Wortsman et al.'s figure: final validation loss against learning rate (log axis), one line per variant,
-    one panel per group (e.g. warmup), the seeds' range as a band, the unigram baseline dashed."""
-    groups = list(dict.fromkeys(cells["group"]))
-    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4.5), squeeze=False, sharey=True)
-    for ax, group in zip(axes[0], groups):
-        for label, lines in cells[cells["group"] == group].groupby("label", sort=False):
-            lines = lines.sort_values("lr")
-            line, = ax.plot(lines["lr"], lines["val_loss_mean"], marker="o", label=label)
-            ax.fill_between(lines["lr"], lines["val_loss_min"], lines["val_loss_max"], color=line.get_color(),
+def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, panels: str, lines: str,
+              legend_baseline: str, width: float, height: float) -> Path:
+    """Final validation loss against learning rate (log axis): a panel per value of `panels`, a line per value
+    of `lines` (columns of the cell table), the seeds' range as a band, the unigram baseline dashed."""
+    values = list(dict.fromkeys(cells[panels]))
+    fig, axes = plt.subplots(1, len(values), figsize=(width * len(values), height), squeeze=False, sharey=True)
+    for ax, value in zip(axes[0], values):
+        mine = cells[cells[panels] == value]
+        for label, curve in mine.groupby(lines, sort=False):
+            curve = curve.sort_values("lr")
+            line, = ax.plot(curve["lr"], curve["val_loss_mean"], marker="o", label=label)
+            ax.fill_between(curve["lr"], curve["val_loss_min"], curve["val_loss_max"], color=line.get_color(),
                             alpha=0.2, lw=0)
-        ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1,
-                   label=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
+        ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1, label=legend_baseline)
         ax.set_xscale("log")
-        ax.set(title=cells.loc[cells["group"] == group, "group_label"].iloc[0], xlabel="learning rate",
-               ylabel=f"final validation {LOSS_LABEL}")
+        title_of = mine["group_label"].iloc[0] if panels == "group" else value
+        ax.set(title=title_of, xlabel="learning rate", ylabel=f"final validation {LOSS_LABEL}")
         ax.legend(fontsize=7, title="seed mean; band = seed range", title_fontsize=7)
     fig.suptitle(textwrap.fill(title, TITLE_WIDTH + 40), fontsize=10)
     return _save(fig, path)
+
+
+def lr_sensitivity_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    """Wortsman et al.'s figure: final validation loss against learning rate, one line per variant, one panel
+    per group (e.g. warmup)."""
+    return _lr_lines(cells, baselines, title, path, panels="group", lines="label", width=5.5, height=4.5,
+                     legend_baseline=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
 
 
 def lr_lines_by_variant(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
-    """Wortsman et al.'s figure 1: final validation loss against learning rate (log axis), one panel per
-    variant, one line per group (e.g. per width), the seeds' range as a band, the unigram baseline dashed."""
-    variants = list(dict.fromkeys(cells["label"]))
-    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 4.2), squeeze=False, sharey=True)
-    for ax, label in zip(axes[0], variants):
-        for group, lines in cells[cells["label"] == label].groupby("group_label", sort=False):
-            lines = lines.sort_values("lr")
-            line, = ax.plot(lines["lr"], lines["val_loss_mean"], marker="o", label=group)
-            ax.fill_between(lines["lr"], lines["val_loss_min"], lines["val_loss_max"], color=line.get_color(),
-                            alpha=0.2, lw=0)
-        ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1, label="unigram baseline (validation)")
-        ax.set_xscale("log")
-        ax.set(title=label, xlabel="learning rate", ylabel=f"final validation {LOSS_LABEL}")
-        ax.legend(fontsize=7, title="seed mean; band = seed range", title_fontsize=7)
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH + 40), fontsize=10)
-    return _save(fig, path)
+    """Wortsman et al.'s figure 1: final validation loss against learning rate, one panel per variant, one line
+    per group (e.g. per width)."""
+    return _lr_lines(cells, baselines, title, path, panels="label", lines="group_label", width=4.2, height=4.2,
+                     legend_baseline="unigram baseline (validation)")
 
 
 def sensitivity_by_group(cells: pd.DataFrame, summary: dict[str, dict], name: str, title: str, path: Path) -> Path:
@@ -360,8 +356,8 @@ def sensitivity_by_group(cells: pd.DataFrame, summary: dict[str, dict], name: st
         entries = [summary.get(f"{name}/{variant}/{group}", {}) for group in groups]
         ax.errorbar(range(len(groups)), [e.get("lr_sensitivity") for e in entries],
                     yerr=[e.get("lr_sensitivity_ci95", 0) for e in entries], marker="o", capsize=3, label=label)
-    ax.set_xticks(range(len(groups)), [words[g] for g in groups])
-    ax.set(xlabel="cells", ylabel="LR sensitivity (nats; lower is more robust)")
+    ax.set_xticks(range(len(groups)), [textwrap.fill(words[g], 14) for g in groups], fontsize=8)
+    ax.set(xlabel="group of cells", ylabel="LR sensitivity (nats; lower is more robust)")
     ax.legend(fontsize=8, title="seed mean, 95% interval", title_fontsize=7)
     fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
     return _save(fig, path)
