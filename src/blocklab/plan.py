@@ -188,9 +188,9 @@ class _PlanBar:
     def __init__(self, runs: Sequence[PlannedRun], vocab: int):
         self.vocab, self.total, self.count = vocab, len(runs), 0
         self.bar = tqdm(total=round(sum(estimated_seconds(r.spec, vocab) for r in runs), 1), unit="s",
+                        desc=f"training the plan, 0/{self.total} runs",
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed} elapsed, about {remaining} left]",
                         dynamic_ncols=True)
-        self._describe()
 
     def _describe(self) -> None:
         self.bar.set_description_str(f"training the plan, {self.count}/{self.total} runs", refresh=False)
