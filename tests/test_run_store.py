@@ -67,7 +67,7 @@ def _entry(tmp_path: Path, name: str = "run") -> Path:
 def test_a_kept_run_is_copied_whole_with_where_it_was_first_trained(tmp_path):
     run = _entry(tmp_path)
     store = RunStore(tmp_path / "store")
-    assert store.origin("k") is None and store.verified("k") is None
+    assert store.verified("k") is None
     store.put("k", run, "a/v/seed0")
     store.put("k", run, "b/w/seed0")  # already kept: the first stays
     assert store.verified("k") == "a/v/seed0"

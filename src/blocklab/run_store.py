@@ -101,13 +101,6 @@ class RunStore:
             return []
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
-    def origin(self, key: str) -> str | None:
-        """The run key that first trained `key`'s run, if the store has an entry for it (unchecked)."""
-        try:
-            return json.loads((self.root / key / ORIGIN_FILE).read_text())["run"]
-        except (OSError, ValueError, KeyError):
-            return None
-
     def verified(self, key: str) -> str | None:
         """The origin of `key`'s entry if it is whole (every file matches its manifest); None if there is
         none. A damaged entry is discarded and raises `DamagedEntry`."""
