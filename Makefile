@@ -29,11 +29,15 @@ repro: install    ## run the whole default pipeline: every run it needs trained 
 	blocklab prefetch
 	dvc repro
 
+# One pytest worker per core (pytest-xdist): most of the suite's time is single-threaded DVC, MLflow and server
+# start-up, and the end-to-end tests share one reproduced small project made once (tests/conftest.py).
+PYTEST_WORKERS ?= auto
+
 test: install     ## the full test suite, slow end-to-end reproductions included
-	python -m pytest
+	python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 test-fast: install  ## the suite without the slow reproductions
-	python -m pytest -m "not slow"
+	python -m pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not slow"
 
 clean:            ## remove pipeline outputs (keeps the venv, and the committed reports of the default run)
 	rm -rf data reports/timings.json dvc_plots

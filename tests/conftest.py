@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -16,6 +17,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import filelock
 import psutil
 import pytest
 import yaml
@@ -230,15 +232,42 @@ def outputs_of(root: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="session")
-def reproduced_project(tmp_path_factory) -> Project:
+def reproduced_project(tmp_path_factory, worker_id) -> Project:
     """A small project after one `dvc repro` (which also logs to <project>/mlflow.db), shared by the
     session's tests: they may run more experiments in it, never undo one. What that first `dvc repro` wrote
     is kept: its output (`first_repro`), its deterministic files (`outputs`), and the whole project as it
-    was (`pristine`, without its MLflow store), which `pristine_copy` copies for a test that changes it."""
-    project = make_small_project(tmp_path_factory.mktemp("reproduced"))
+    was (`pristine`, without its MLflow store), which `pristine_copy` copies for a test that changes it.
+
+    Under pytest-xdist (`make test` runs one worker per core) the first `dvc repro` is still made once: the
+    first worker to need it makes it, under a file lock, in the folder the workers share; every worker then
+    works in a copy of its own, whose MLflow store `blocklab track` fills as the track stage did (a copied
+    store would still point at the first project's artifacts)."""
+    if worker_id == "master":
+        return _first_repro(tmp_path_factory.mktemp("reproduced"))
+    shared = tmp_path_factory.getbasetemp().parent / "reproduced"
+    with filelock.FileLock(f"{shared}.lock"):
+        if not (shared / "made").exists():
+            first = _first_repro(shared)
+            (shared / "made").write_text(json.dumps({"root": str(first.root), "pristine": str(first.pristine),
+                                                     "stdout": first.first_repro.stdout,
+                                                     "stderr": first.first_repro.stderr}))
+    made = json.loads((shared / "made").read_text())
+    first = Project(Path(made["root"]), Path(made["root"]).parent / "corpus.txt")
+    first.pristine = Path(made["pristine"])
+    first.first_repro = subprocess.CompletedProcess(["dvc", "repro"], 0, made["stdout"], made["stderr"])
+    first.outputs = outputs_of(first.pristine)
+    project = pristine_copy(first, tmp_path_factory.mktemp("reproduced-here") / "project")
+    project.run("blocklab", "track")
+    project.pristine = first.pristine
+    return project
+
+
+def _first_repro(root: Path) -> Project:
+    root.mkdir(parents=True, exist_ok=True)
+    project = make_small_project(root)
     project.first_repro = project.run("dvc", "repro")
     project.outputs = outputs_of(project.root)
-    project.pristine = tmp_path_factory.mktemp("pristine") / "project"
+    project.pristine = root / "pristine" / "project"
     shutil.copytree(project.root, project.pristine, symlinks=True, ignore=shutil.ignore_patterns(*MLFLOW_STORE))
     return project
 
