@@ -232,7 +232,7 @@ def outputs_of(root: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="session")
-def reproduced_project(tmp_path_factory, worker_id) -> Project:
+def reproduced_project(tmp_path_factory) -> Project:
     """A small project after one `dvc repro` (which also logs to <project>/mlflow.db), shared by the
     session's tests: they may run more experiments in it, never undo one. What that first `dvc repro` wrote
     is kept: its output (`first_repro`), its deterministic files (`outputs`), and the whole project as it
@@ -242,7 +242,7 @@ def reproduced_project(tmp_path_factory, worker_id) -> Project:
     first worker to need it makes it, under a file lock, in the folder the workers share; every worker then
     works in a copy of its own, whose MLflow store `blocklab track` fills as the track stage did (a copied
     store would still point at the first project's artifacts)."""
-    if worker_id == "master":
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # one process (pytest -p no:xdist, or -n 0)
         return _first_repro(tmp_path_factory.mktemp("reproduced"))
     shared = tmp_path_factory.getbasetemp().parent / "reproduced"
     with filelock.FileLock(f"{shared}.lock"):

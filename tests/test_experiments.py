@@ -91,3 +91,80 @@ def test_dvc_plots_diff_draws_both_revisions_loss_curves_in_one_page(experiment,
     rendered = json.loads(project.run("dvc", "plots", "diff", "HEAD", name, "--json").stdout)
     revisions = {row["rev"] for row in rendered["data"]["norm_order_loss"][0]["content"]["data"]["values"]}
     assert revisions == {"HEAD", name}
+
+
+# `blocklab diff`: which findings the experiment moved, read through DVC's API from git revisions, a DVC
+# experiment and the workspace.
+
+def test_blocklab_diff_names_the_finding_an_experiment_broke_with_both_verdicts_and_intervals(experiment):
+    project, _, name = experiment
+    out = project.run("blocklab", "diff", "HEAD", name).stdout
+    lines = out.splitlines()
+    assert lines[0] == f"blocklab diff HEAD -> {name}: 1 claims changed verdict, 2 unchanged"
+    assert lines[1] == "  - pre_norm_learns: holds -> fails"
+    assert lines[2].strip().startswith("Pre-norm ends below the unigram baseline")
+    assert lines[3].startswith("      HEAD: holds, measured ") and lines[4].startswith(f"      {name}: fails, measured ")
+    assert "uniform_is_ln_v" not in out and "one_layer_parameters" not in out  # unchanged: counted, not listed
+    assert "parameters changed: 1\n  ablations.norm_order.train.lr: 0.01 -> 1e-05\n" in out
+    moved = out.split("95% interval: ")[1].split("\nfigures changed")[0].splitlines()
+    assert int(moved[0]) == len(moved) - 1 >= 1 and all(m.strip().startswith("norm_order/") for m in moved[1:]), moved
+    assert "norm_order/pre:" in out
+    figures = out.split("figures changed: ")[1]
+    assert "reports/figures/norm_order_loss.png" in figures and "residual_loss.png" not in figures
+
+    # the workspace holds the experiment's results: the default comparison, HEAD -> workspace, says the same
+    workspace = project.run("blocklab", "diff").stdout
+    assert workspace.splitlines()[0] == "blocklab diff HEAD -> workspace: 1 claims changed verdict, 2 unchanged"
+    assert workspace.splitlines()[1:] == lines[1:4] + [lines[4].replace(name, "workspace", 1)] + lines[5:]
+
+
+def test_blocklab_diff_fails_on_a_changed_verdict_only_when_asked(experiment):
+    project, _, name = experiment
+    gate = project.run("blocklab", "diff", "HEAD", name, "--fail-on-change", check=False)
+    assert gate.returncode == 1 and "pre_norm_learns: holds -> fails" in gate.stdout
+    same = project.run("blocklab", "diff", "HEAD", "HEAD", "--fail-on-change")
+    assert same.stdout.startswith("blocklab diff HEAD -> HEAD: 0 claims changed verdict, 3 unchanged")
+    assert "parameters changed: 0" in same.stdout and "figures changed: 0" in same.stdout
+
+
+def test_blocklab_diff_markdown_is_a_report_for_a_step_summary(experiment):
+    from markdown_it import MarkdownIt
+
+    project, _, name = experiment
+    report = project.run("blocklab", "diff", "HEAD", name, "--markdown").stdout
+    assert report.startswith(f"### blocklab diff: `HEAD` → `{name}`\n")
+    html = MarkdownIt("commonmark").enable("table").render(report)  # with GitHub's tables
+    assert html.count("<table>") == 3, html  # changed verdicts, parameters, variants that moved
+    assert "<td><code>pre_norm_learns</code></td>\n<td>holds, measured" in html
+    assert "<td><code>ablations.norm_order.train.lr</code></td>\n<td>0.01</td>\n<td>1e-05</td>" in html
+    assert '<a href="reports/figures/norm_order_loss.png">norm_order_loss.png</a>' in html
+
+
+def _refused(project, *args) -> str:
+    """`blocklab diff` with bad input: exit 2, one line on stderr, nothing on stdout, nothing written."""
+    before = project.run("git", "status", "--porcelain", "--untracked-files=all").stdout
+    result = project.run("blocklab", "diff", *args, check=False)
+    assert result.returncode == 2, result
+    assert result.stdout == "" and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert project.run("git", "status", "--porcelain", "--untracked-files=all").stdout == before
+    return result.stderr
+
+
+def test_blocklab_diff_refuses_what_it_cannot_compare_in_one_line(experiment, small_project):
+    project, _, _ = experiment
+    assert "unknown revision 'no-such-revision'" in _refused(project, "HEAD", "no-such-revision")
+    first = project.run("git", "rev-list", "--max-parents=0", "HEAD").stdout.strip()  # the plan, before any repro
+    assert f"revision '{first}' has no reports/claims.json" in _refused(project, first, "HEAD")
+    assert "the workspace has no reports/claims.json: run `dvc repro` first" in _refused(small_project)
+
+    params = (project.root / "params.yaml").read_text()
+    lock = (project.root / "dvc.lock").read_text()
+    try:  # a parameter changed and not reproduced; then a dvc.lock edited by hand
+        (project.root / "params.yaml").write_text(params.replace("steps: 12", "steps: 13", 1))
+        assert "out of date" in _refused(project) and "run `dvc repro` first" in _refused(project)
+        (project.root / "params.yaml").write_text(params)
+        (project.root / "dvc.lock").write_text(lock.replace("md5: ", "md5: 0", 1))
+        assert "out of date" in _refused(project)
+    finally:
+        (project.root / "params.yaml").write_text(params)
+        (project.root / "dvc.lock").write_text(lock)

