@@ -132,7 +132,7 @@ class Project:
 
     def commit(self, message: str = "state") -> None:
         self.run("git", "add", "-A")
-        self.run("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+        self.run("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", message)
 
 
 def copy_project(dest: Path, corpus: Path) -> Project:

@@ -301,3 +301,28 @@ def test_claims_read_a_groups_best_learning_rate_per_seed_and_take_log10_of_it()
     claims = {right: Compare(id="x", claim="x", kind="finding", rule="compare", op="<", right=right, left=shift)
               for right in (0.5, 0, -0.5)}
     assert [claims[r].check(reports).verdict for r in (0.5, 0, -0.5)] == ["holds", "inconclusive", "fails"]
+
+
+def test_a_blown_up_cell_sits_on_the_edge_of_the_learning_rate_figures_with_its_value(tmp_path, monkeypatch):
+    """A loss far above the unigram baseline (a diverging width at the highest learning rate) would flatten every
+    other line: the axis stops 1 nat above the baseline and the cell is a triangle on the edge, labelled."""
+    from blocklab import plots
+
+    params = parse_params(a_map(axes={"model": {"d_model": [32, 64]}, "train": {"lr": [0.001, 0.01, 0.1]}},
+                                figures=["lr", "lr_by_variant"]))
+    runs = {}
+    for spec in params.map_specs():
+        for seed in spec.seeds:
+            blown = spec.model.d_model == 64 and spec.train.lr == 0.1
+            runs[spec.key(seed)] = {"val_loss": 16.0 + seed if blown else 2.3, "val_loss_init": 4.2,
+                                    "collapsed": False, "diverged": False, "attn_logit_max": 5.0, "logit_log_z": 5.0}
+    metrics = {"runs": runs, "baselines": {"unigram_val": 3.35}}
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+    plots.map_outputs(params, "m", metrics, tmp_path, map_summary(params, metrics))
+    assert len(figures) == 2
+    for fig in figures:
+        for ax in fig.axes:
+            assert ax.get_ylim()[1] == pytest.approx(3.35 + plots.OFF_SCALE)
+            assert max(max(line.get_ydata()) for line in ax.lines) <= 3.35 + plots.OFF_SCALE
+        assert [t.get_text() for ax in fig.axes for t in ax.texts] == ["16.5", "16.5"]  # a panel per variant / group

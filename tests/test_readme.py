@@ -26,13 +26,15 @@ def readme_commands(section: str) -> list[str]:
 def test_the_tested_sections_hold_the_commands_a_newcomer_needs():
     commands = [c for section in TESTED_SECTIONS for c in readme_commands(section)]
     for needed in ["dvc repro", "dvc exp run -S", "dvc exp show", "dvc metrics diff", "dvc plots diff",
-                   "blocklab params", "blocklab check", "blocklab ui"]:
+                   "blocklab params", "blocklab check", "blocklab diff", "blocklab ui"]:
         assert any(c.startswith(needed) for c in commands), needed
 
 
 @pytest.mark.parametrize("section", TESTED_SECTIONS)
 def test_every_readme_command_runs_on_a_small_pipeline_and_exits_0(reproduced_project, section):
     project = reproduced_project
+    if project.run("git", "status", "--porcelain").stdout.strip():  # as a clone of blocklab has them, committed:
+        project.commit("the default run's results")  # `blocklab diff` and `dvc metrics diff` compare with HEAD's
     for command in readme_commands(section):
         words = shlex.split(command)
         if words[:2] == ["blocklab", "ui"]:  # a server: it must come up and serve, then it is stopped
@@ -49,5 +51,7 @@ def test_every_readme_command_runs_on_a_small_pipeline_and_exits_0(reproduced_pr
         result = project.run(*words)  # raises, with the output, on a non-zero exit
         if words[:3] == ["dvc", "metrics", "diff"]:
             assert "norm_order/pre.val_loss_mean" in result.stdout, result.stdout
+        if words[:2] == ["blocklab", "diff"]:
+            assert result.stdout.startswith("blocklab diff HEAD -> workspace: "), result.stdout
         if words[:3] == ["dvc", "exp", "run"]:
             assert "Ran experiment(s)" in result.stdout

@@ -310,19 +310,33 @@ def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -
     return path
 
 
+OFF_SCALE = 1.0  # nats above the unigram baseline where a learning-rate figure's axis stops
+
+
 def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, panels: str, lines: str,
               legend_baseline: str, width: float, height: float) -> Path:
     """Final validation loss against learning rate (log axis): a panel per value of `panels`, a line per value
     of `lines` (columns of the cell table), the seeds' range as a band, the unigram baseline dashed."""
     values = list(dict.fromkeys(cells[panels]))
+    # A cell far above the unigram baseline has blown up; drawn to scale it would flatten every other line, so
+    # the axis stops at OFF_SCALE above the baseline and such a cell is a triangle on the edge with its value.
+    top = baselines["unigram_val"] + OFF_SCALE
+    clipped = bool((cells["val_loss_max"] > top).any())
     fig, axes = plt.subplots(1, len(values), figsize=(width * len(values), height), squeeze=False, sharey=True)
     for ax, value in zip(axes[0], values):
         mine = cells[cells[panels] == value]
         for label, curve in mine.groupby(lines, sort=False):
             curve = curve.sort_values("lr")
-            line, = ax.plot(curve["lr"], curve["val_loss_mean"], marker="o", label=label)
-            ax.fill_between(curve["lr"], curve["val_loss_min"], curve["val_loss_max"], color=line.get_color(),
-                            alpha=0.2, lw=0)
+            line, = ax.plot(curve["lr"], curve["val_loss_mean"].clip(upper=top), marker="o", label=label)
+            ax.fill_between(curve["lr"], curve["val_loss_min"].clip(upper=top), curve["val_loss_max"].clip(upper=top),
+                            color=line.get_color(), alpha=0.2, lw=0)
+            for lr, loss in zip(curve["lr"], curve["val_loss_mean"]):
+                if loss > top:
+                    ax.plot([lr], [top], marker="^", ms=9, color=line.get_color(), clip_on=False)
+                    ax.annotate(f"{loss:.1f}", (lr, top), textcoords="offset points", xytext=(-6, -14), fontsize=7,
+                                ha="right", color=line.get_color())
+        if clipped:
+            ax.set_ylim(top=top)
         ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1, label=legend_baseline)
         ax.set_xscale("log")
         title_of = mine["group_label"].iloc[0] if panels == "group" else value
