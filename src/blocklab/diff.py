@@ -24,6 +24,7 @@ CLAIMS_YAML = "claims.yaml"
 VARIANTS_JSON = "reports/variants.json"
 FIGURES = "reports/figures"
 WORKSPACE = "workspace"
+SHOWN_CHARACTERS = 80  # of a parameter's value (a description) in the list of changed parameters
 
 
 class DiffError(BlocklabError):
@@ -172,7 +173,8 @@ def _short(value) -> str:
         return f"{value:.4g}"
     if isinstance(value, list):
         return "[" + ", ".join(_short(v) for v in value) + "]"
-    return str(value)
+    text = str(value)
+    return text if len(text) <= SHOWN_CHARACTERS else text[:SHOWN_CHARACTERS - 1] + "…"
 
 
 def _loss(entry: dict) -> str:

@@ -22,6 +22,7 @@ runs trains and with how many threads, and is the one place that forks, waits an
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
 import signal
@@ -130,7 +131,7 @@ def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool,
                 done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 for future in done:
                     index = futures[future]
-                    result = future.result()
+                    result = _with_tensors(future.result())
                     result.cell_seconds = time.time() - taken[index]
                     results[jobs[index].key] = result
                     if on_result is not None:
@@ -169,8 +170,27 @@ def _train_job(index: int, job: Job) -> RunResult:
     heartbeats = _worker["heartbeats"]
     _worker["taken"][index] = heartbeats[index] = time.time()
     _worker["pids"][index] = os.getpid()
-    return run_cell(job, _worker["corpus"], _worker["progress"], position=_worker["position"],
-                    on_step=lambda step: heartbeats.__setitem__(index, time.time()))
+    return _as_bytes(run_cell(job, _worker["corpus"], _worker["progress"], position=_worker["position"],
+                              on_step=lambda step: heartbeats.__setitem__(index, time.time())))
+
+
+# A result crosses from a worker to this process as bytes, its weights saved by torch: handed over as tensors,
+# torch's multiprocessing pickler would share each tensor's memory through a file descriptor that this process
+# keeps open as long as the result lives, and a plan of a few hundred runs (444: ~9,000 tensors) runs out of
+# file descriptors ("Too many open files", in the worker and here).
+
+def _as_bytes(result: RunResult) -> RunResult:
+    if result.weights is not None:
+        buffer = io.BytesIO()
+        torch.save(result.weights, buffer)
+        result.weights = buffer.getvalue()
+    return result
+
+
+def _with_tensors(result: RunResult) -> RunResult:
+    if isinstance(result.weights, bytes):
+        result.weights = torch.load(io.BytesIO(result.weights), map_location="cpu", weights_only=True)
+    return result
 
 
 def _kill(pids) -> None:
