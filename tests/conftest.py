@@ -82,8 +82,11 @@ class Project:
 
     def __init__(self, root: Path, corpus: Path):
         self.root = root
+        # MLflow's own variables are left out: a copy's commands log to its own workspace store unless a test
+        # names another (`mlflow.set_tracking_uri` in a test exports $MLFLOW_TRACKING_URI to this process, and a
+        # later copy's `dvc exp run` would otherwise log there).
         self.env = {
-            **os.environ,
+            **{name: value for name, value in os.environ.items() if not name.startswith("MLFLOW_")},
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
             "BLOCKLAB_DATA_MIRROR": str(corpus),
             "DVC_NO_ANALYTICS": "1",

@@ -343,7 +343,7 @@ def logged_run_of(project, client, variant: str, seed: int):
     return run
 
 
-def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logits_and_its_sample(project):
+def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logits_and_its_sample(project, monkeypatch):
     import mlflow.pytorch
     import torch
 
@@ -356,6 +356,7 @@ def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logi
     parent = client.get_run(seed_run.data.tags[PARENT_TAG])
     (logged,) = client.search_logged_models([experiment.experiment_id],
                                             filter_string=f"source_run_id = '{parent.info.run_id}'")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # mlflow.set_tracking_uri exports it: put back after the test
     mlflow.set_tracking_uri(uri)
     loaded = mlflow.pytorch.load_model(f"models:/{logged.model_id}")  # a torch.export graph: no train or eval mode
     own, cfg, chars = read_model(project.root / "data/runs/norm_order/pre/seed0")
@@ -403,6 +404,16 @@ def test_an_experiment_created_from_a_temporary_copy_keeps_its_artifacts_beside_
     (tmp_path / "note.txt").write_text("x")
     client.log_artifact(run, str(tmp_path / "note.txt"))
     assert (store.parent / "mlartifacts" / "blocklab_norm_order").exists() and not any(copy.iterdir())
+
+
+def test_a_project_copys_commands_log_to_its_own_store_whatever_this_process_exported(monkeypatch, tmp_path):
+    """A test that calls `mlflow.set_tracking_uri` exports $MLFLOW_TRACKING_URI to the test process; under
+    pytest-xdist a later test in that worker then saw its queued experiments log to the other test's store."""
+    from conftest import Project
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    env = Project(tmp_path, tmp_path / "corpus.txt").env
+    assert not [name for name in env if name.startswith("MLFLOW_")]
 
 
 def test_logging_a_model_leaves_the_process_environment_as_it_was(project, tmp_path, monkeypatch):
