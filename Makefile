@@ -29,9 +29,9 @@ repro: install    ## run the whole default pipeline: every run it needs trained 
 	blocklab prefetch
 	dvc repro
 
-# One pytest worker per core (pytest-xdist): most of the suite's time is single-threaded DVC, MLflow and server
+# One pytest worker per logical CPU (pytest-xdist): most of the suite's time is single-threaded DVC, MLflow and server
 # start-up, and the end-to-end tests share one reproduced small project made once (tests/conftest.py).
-PYTEST_WORKERS ?= auto
+PYTEST_WORKERS ?= logical
 
 test: install     ## the full test suite, slow end-to-end reproductions included
 	python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
