@@ -58,11 +58,12 @@ def read_revision(rev: str | None, repo: str = ".") -> Revision:
             raise DiffError(f"the workspace has no {CLAIMS_JSON}: run `dvc repro` first, then compare")
         raise DiffError(f"revision '{rev}' has no {CLAIMS_JSON} (from before blocklab recorded its verdicts?): "
                         f"compare a later revision")
-    verdicts = json.loads(dvc.api.read(CLAIMS_JSON, repo=repo, rev=rev))
-    claims = yaml.safe_load(dvc.api.read(CLAIMS_YAML, repo=repo, rev=rev)) if fs.exists(CLAIMS_YAML) else {}
+    # One file system for the revision's files (each `dvc.api.read` would open the repository at `rev` anew).
+    verdicts = json.loads(fs.read_text(CLAIMS_JSON))
+    claims = yaml.safe_load(fs.read_text(CLAIMS_YAML)) if fs.exists(CLAIMS_YAML) else {}
     words = {c["id"]: c.get("claim", "") for c in (claims or {}).get("claims", [])}
     params = dvc.api.params_show(repo=repo, rev=rev)
-    variants = json.loads(dvc.api.read(VARIANTS_JSON, repo=repo, rev=rev)) if fs.exists(VARIANTS_JSON) else {}
+    variants = json.loads(fs.read_text(VARIANTS_JSON)) if fs.exists(VARIANTS_JSON) else {}
     figures = {}
     if fs.exists(FIGURES):
         for path in sorted(fs.find(FIGURES)):
