@@ -4,6 +4,7 @@
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from blocklab.bench import QUEUE_SWEEP_PARAM, compare_trainers, queue_sweep_values, reference_loop
@@ -115,3 +116,71 @@ def test_the_plan_schedule_simulation_places_the_longest_run_first_on_the_first_
     post, w0 = params.spec("norm_order", "post"), params.spec("warmup", "w0")
     timings = {post.key(0): {"seconds": 9.0}, w0.key(0): {"seconds": 9.0, "reused_from": post.key(0)}}
     assert plan_stage_times(params, timings) == {"train_norm_order@post": [9.0]}  # a copied run costs nothing
+
+
+@pytest.mark.slow
+def test_through_dvc_trains_the_ablation_both_ways_in_fresh_clones_with_the_same_metrics(small_project):
+    import json
+
+    small_project.run("dvc", "repro", "encode")
+    out = small_project.run("blocklab", "bench", "--through-dvc", "--json", "bench.json").stdout
+    figures = json.loads((small_project.root / "bench.json").read_text())["through_dvc"]
+    variants = list(small_project.params["ablations"]["norm_order"]["variants"])
+    assert figures["targets"] == [f"train_norm_order@{v}" for v in variants]
+    runs = 2 * len(variants)
+    for way in ("stage_by_stage", "prefetch"):  # fresh clones: every run trained, none copied from a store
+        assert figures[way]["runs"] == figures[way]["trained"] == runs
+        assert 0 < figures[way]["training_seconds"] and 0 < figures[way]["busy"]
+        assert figures["seconds_per_run"][way] == figures[way]["wall_seconds"] / runs
+    # busy: the runs' training time as prefetch measured it (one run per worker) over workers x wall
+    work = figures["prefetch"]["training_seconds"]
+    assert figures["prefetch"]["busy"] == round(work / (figures["workers"] * figures["prefetch"]["wall_seconds"]), 3)
+    assert figures["prefetch"]["busy"] <= 1
+    assert figures["same_metrics"] is True
+    assert figures["ratio"] == round(figures["stage_by_stage"]["wall_seconds"] / figures["prefetch"]["wall_seconds"], 3)
+    assert "metrics the same both ways" in out and "seconds a run (4 runs): the lesson's loop" in out
+    assert not (small_project.root / "data" / "run_store").exists()  # the clones' stores, not the project's
+
+
+def test_through_dvc_needs_the_lessons_loop_the_trainer_comparison_times(tmp_path):
+    from click.testing import CliRunner
+
+    from blocklab.cli import main
+
+    result = CliRunner().invoke(main, ["bench", "--no-trainer", "--through-dvc", "--encoded", str(tmp_path)])
+    assert result.exit_code == 2 and "drop --no-trainer" in result.output
+
+
+def test_time_left_quality_replays_the_bar_on_the_runs_times_and_fits_its_costs(tmp_path):
+    import json
+
+    from blocklab.bench import time_left_quality
+    from blocklab.plan import COSTS, cost_terms, estimated_seconds
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    specs = [s for s in params.specs() if s.ablation in ("norm_order", "ladder")]
+    clock, runs = 0.0, []
+    for spec in specs:  # one worker, each run taking exactly its estimate x 1.5: the bar says 1/1.5 of the time left
+        for seed in spec.seeds:
+            took = 1.5 * estimated_seconds(spec)
+            folder = tmp_path / spec.key(seed)
+            folder.mkdir(parents=True)
+            (folder / "timing.json").write_text(json.dumps({"seconds": took, "started_at": clock,
+                                                            "ended_at": clock + took}))
+            clock += took
+            runs.append(spec)
+    copied = tmp_path / params.spec("warmup", "w0").key(0)  # a copied run is no run the bar waited for
+    copied.mkdir(parents=True)
+    (copied / "timing.json").write_text(json.dumps({"seconds": 1.0, "started_at": 0, "ended_at": 1,
+                                                    "reused_from": "norm_order/post/seed0"}))
+    quality = time_left_quality(params, tmp_path, at=(0.5,))
+    assert quality["runs"] == len(runs)
+    assert quality["measured_over_estimated"] == {"p10": 1.5, "median": 1.5, "p90": 1.5}
+    (row,) = quality["at"]
+    assert row["runs_back"] == len(runs) // 2 and row["ratio"] == 1.0  # at the average pace so far: exact
+    # the fit recovers costs that explain the times: 1.5 x the constants, up to the terms' collinearity
+    fitted = list(quality["fitted"].values())
+    for spec in runs:
+        assert sum(c * n for c, n in zip(fitted, cost_terms(spec))) == pytest.approx(1.5 * estimated_seconds(spec),
+                                                                                        rel=0.05)
+    assert len(fitted) == len(COSTS)

@@ -384,40 +384,60 @@ def plan_schedule(stages: dict[str, list[float]], workers: list[int]) -> list[di
 
 # --- the default plan from a cold store: stage by stage against all at once ----------------------------
 
-def make_repro_both_ways(workdir: Path, dask_workers: int = 0, echo=print) -> dict:
-    """The whole default plan reproduced twice from nothing, in two fresh clones of this repository under
-    `workdir` (no run store, no DVC cache): `dvc repro` (each train stage trains its own runs, stage by stage)
-    and `blocklab prefetch` then `dvc repro` (every run at once, longest first; the stages copy them). With
-    `dask_workers`, both train on a local Dask cluster of that many one-thread workers, started here. Returns
-    the wall times, their ratio, and how busy the workers were: the runs' training time over workers x wall."""
+def make_repro_both_ways(workdir: Path, dask_workers: int = 0, targets: tuple[str, ...] = (), echo=print) -> dict:
+    """The default plan (or `targets`, as `dvc repro TARGETS` narrows it) reproduced twice from nothing, in two
+    fresh clones of this repository's HEAD under `workdir` (no run store, no DVC cache): `dvc repro` (each train
+    stage trains its own runs, stage by stage) and `blocklab prefetch` then `dvc repro` (every run at once,
+    longest first; the stages copy them). With `targets`, the corpus is fetched and encoded first in each
+    clone, untimed; the whole plan's time includes it. With `dask_workers`, both train on a local Dask cluster
+    of that many one-thread workers, started here. Returns the wall times, their ratio, the runs' training
+    time as each way measured it, how busy the workers were, and whether both ways wrote the same metrics (each
+    run's `metrics.json`, byte for byte). Busy is the plan's work over workers x wall, the work being the runs'
+    training time as prefetch measured it, one run per worker: stage by stage on this machine's workers, a
+    3-seed stage time-slices its seeds on 2 cores, which stretches each run's own time without doing more."""
     from contextlib import ExitStack
 
     root = Path.cwd()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "DVC_NO_ANALYTICS": "1"}
-    figures: dict = {}
+    figures: dict = {"targets": list(targets)}
+    metrics: dict[str, dict[str, bytes]] = {}
     with ExitStack() as stack:
         workers = os.cpu_count() or 1
         if dask_workers:
             env["BLOCKLAB_DASK_SCHEDULER"] = stack.enter_context(_local_dask_cluster(dask_workers))
             workers = dask_workers
-        for way, commands in (("stage_by_stage", [["dvc", "repro"]]),
-                              ("prefetch", [["blocklab", "prefetch"], ["dvc", "repro"]])):
+        for way, commands in (("stage_by_stage", [["dvc", "repro", *targets]]),
+                              ("prefetch", [["blocklab", "prefetch", *targets], ["dvc", "repro", *targets]])):
             clone = Path(workdir) / way
             subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+            if targets:
+                subprocess.run(["dvc", "repro", "encode"], cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
             echo(f"{way}: {' && '.join(' '.join(c) for c in commands)} in {clone}")
             started = time.perf_counter()
             for command in commands:
                 subprocess.run(command, cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
             wall = time.perf_counter() - started
-            timings = json.loads((clone / "reports/timings.json").read_text())
+            timings = _run_timings(clone / "data/runs")
             training = sum(t["seconds"] for t in timings.values() if "reused_from" not in t)
+            metrics[way] = {str(path.relative_to(clone)): path.read_bytes()
+                            for path in sorted((clone / "data/runs").glob("**/metrics.json"))}
             figures[way] = {"wall_seconds": round(wall, 1), "training_seconds": round(training, 1),
-                            "busy": round(training / (workers * wall), 3)}
-            echo(f"  {wall:.0f} s wall, {training:.0f} s of training: workers busy {training / (workers * wall):.0%}")
+                            "runs": len(timings), "trained": sum("reused_from" not in t for t in timings.values())}
+            echo(f"  {wall:.0f} s wall, {training:.0f} s of training as the runs measured it")
+    work = figures["prefetch"]["training_seconds"]
+    for way in ("stage_by_stage", "prefetch"):
+        figures[way]["busy"] = round(work / (workers * figures[way]["wall_seconds"]), 3)
     figures["workers"] = workers
     figures["ratio"] = round(figures["stage_by_stage"]["wall_seconds"] / figures["prefetch"]["wall_seconds"], 3)
+    figures["same_metrics"] = bool(metrics["prefetch"]) and metrics["stage_by_stage"] == metrics["prefetch"]
     return figures
+
+
+def _run_timings(runs_dir: Path) -> dict[str, dict]:
+    """Every run's timing.json under a train stages' output folder, by the run's path (<ablation>/.../seed<k>)."""
+    return {str(path.parent.relative_to(runs_dir)): json.loads(path.read_text())
+            for path in sorted(runs_dir.glob("**/timing.json"))}
 
 
 def _local_dask_cluster(workers: int):
@@ -453,3 +473,47 @@ def _local_dask_cluster(workers: int):
                 process.wait()
 
     return cluster()
+
+
+# --- the plan bar's time left, against what the runs took ---------------------------------------------
+
+def time_left_quality(params: Params, runs_dir: Path, at: tuple[float, ...] = (0.02, 0.05, 0.1, 0.25, 0.5, 0.75)
+                      ) -> dict:
+    """How well `blocklab prefetch`'s bar told the time left, from the runs it trained (their timing.json
+    under `runs_dir`, all trained in one prefetch): after each share `at` of the runs was back, the time left
+    the bar showed (the estimate still to train at the average pace so far, `blocklab.plan.estimated_seconds`)
+    against the time the rest took. Also the least-squares fit of the estimate's four costs to these runs,
+    which is where `blocklab.plan.COSTS` come from."""
+    import numpy as np
+
+    from blocklab.plan import cost_terms, estimated_seconds
+
+    runs = []
+    for spec in params.specs() + params.map_specs():
+        for seed in spec.seeds:
+            timing_file = runs_dir / spec.key(seed) / "timing.json"
+            timing = json.loads(timing_file.read_text()) if timing_file.exists() else {"reused_from": None}
+            if "reused_from" not in timing:
+                runs.append((spec, timing))
+    if not runs:
+        raise ValueError(f"no trained run's timing.json under {runs_dir}")
+    seconds = np.array([t["seconds"] for _, t in runs])
+    start = min(t["started_at"] for _, t in runs)
+    ended = np.array([t["ended_at"] - start for _, t in runs])
+    order = np.argsort(ended)
+    estimated = np.array([estimated_seconds(spec) for spec, _ in runs])[order]
+    done, back, total = np.cumsum(estimated), ended[order], ended.max()
+    rows = []
+    for share in at:
+        i = max(int(share * len(runs)) - 1, 0)
+        said = back[i] * (done[-1] - done[i]) / done[i]
+        rows.append({"runs_back": i + 1, "elapsed": round(float(back[i]), 1), "time_left_said": round(float(said), 1),
+                     "time_left_was": round(float(total - back[i]), 1), "ratio": round(float(said / (total - back[i])), 2)})
+
+    fitted, *_ = np.linalg.lstsq(np.array([cost_terms(spec) for spec, _ in runs]), seconds, rcond=None)
+    ratio = seconds / np.array([estimated_seconds(spec) for spec, _ in runs])
+    return {"runs": len(runs), "at": rows, "measured_over_estimated": {
+                "p10": round(float(np.percentile(ratio, 10)), 2), "median": round(float(np.median(ratio)), 2),
+                "p90": round(float(np.percentile(ratio, 90)), 2)},
+            "fitted": dict(zip(("SECONDS_PER_MATMUL_FLOP", "SECONDS_PER_TOKEN_CHANNEL_LAYER", "SECONDS_PER_STEP_LAYER",
+                                "SECONDS_PER_STEP"), (float(f"{c:.2g}") for c in fitted)))}

@@ -167,17 +167,25 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
                    "clusters of --workers workers: stage by stage (dvc repro) against all at once (blocklab prefetch).")
 @click.option("--workers", default="2,8,32,128", show_default=True, metavar="N,N,...",
               help="The cluster sizes --plan-schedule simulates.")
+@click.option("--time-left", "time_left", is_flag=True,
+              help="Also tell how well the last `blocklab prefetch` told the time left, from its runs' times in "
+                   "data/runs (every run trained by it, from an empty store), and fit the estimate's costs to them.")
+@click.option("--through-dvc", "through_dvc", is_flag=True,
+              help="Also train the ablation's runs through DVC from a fresh clone, both ways (`dvc repro` stage by "
+                   "stage; `blocklab prefetch` and `dvc repro`): seconds per run, start-up included, against the "
+                   "lesson's loop.")
 @click.option("--make-repro", "make_repro", is_flag=True,
               help="Also reproduce the whole default plan from nothing twice, in two fresh clones: `dvc repro` stage by "
                    "stage, then `blocklab prefetch` and `dvc repro` (an hour or more on two cores).")
 @click.option("--dask-workers", type=int, default=0, show_default=True,
-              help="With --make-repro: train both ways on a local Dask cluster of this many one-thread workers.")
+              help="With --make-repro or --through-dvc: train both ways on a local Dask cluster of this many one-thread "
+                   "workers.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @reports_errors
 def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, rounding: bool, pipeline: bool,
-          queue: bool, old_params: str | None, plan_schedule: bool, workers: str, make_repro: bool, dask_workers: int,
-          json_out: str | None, params_file: str) -> None:
+          queue: bool, old_params: str | None, plan_schedule: bool, workers: str, time_left: bool, through_dvc: bool, make_repro: bool,
+          dask_workers: int, json_out: str | None, params_file: str) -> None:
     """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s, and the
     ceiling on the ratio for bitwise-equal results (one step's kernels at one thread, by kind); with
     --rounding, --pipeline and --queue, how far rounding alone moves results, the pipeline's overhead and a
@@ -187,6 +195,9 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
 
     from blocklab.bench import QUEUE_SWEEP_PARAM, pipeline_overhead, queue_sweep_values, queue_speedup
 
+    if through_dvc and not trainer:
+        raise click.UsageError("--through-dvc compares with the lesson's loop, which the trainer comparison times: "
+                               "drop --no-trainer")
     figures: dict = {}
     if trainer:
         figures.update(_bench_trainer(ablation, steps, encoded, params_file, rounding))
@@ -213,18 +224,60 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
                    f"{cost['new_seconds']:.0f} s = {cost['ratio']:.2f}x")
     if plan_schedule:
         figures["plan_schedule"] = _bench_plan_schedule(params_file, workers)
+    if time_left:
+        figures["time_left"] = _bench_time_left(params_file)
+    if through_dvc:
+        figures["through_dvc"] = _bench_through_dvc(ablation, params_file, dask_workers, figures["reference"])
     if make_repro:
-        import tempfile
-
-        from blocklab.bench import make_repro_both_ways
-
-        with tempfile.TemporaryDirectory(prefix="blocklab-make-repro-") as workdir:
-            both = figures["make_repro"] = make_repro_both_ways(Path(workdir), dask_workers, echo=click.echo)
-        click.echo(f"stage by stage / all at once: {both['ratio']:.2f}x the wall time "
-                   f"({both['stage_by_stage']['wall_seconds']:.0f} s vs {both['prefetch']['wall_seconds']:.0f} s); "
-                   f"workers busy {both['stage_by_stage']['busy']:.0%} vs {both['prefetch']['busy']:.0%}")
+        click.echo("\nthe whole default plan from nothing, both ways")
+        figures["make_repro"] = _both_ways((), dask_workers)
     if json_out:
         Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def _bench_time_left(params_file: str) -> dict:
+    from blocklab.bench import time_left_quality
+
+    quality = time_left_quality(load_params(params_file), Path("data/runs"))
+    click.echo(f"\nthe plan bar's time left, {quality['runs']} runs (measured / estimated a run: median "
+               f"{quality['measured_over_estimated']['median']:.2f}, 10-90% {quality['measured_over_estimated']['p10']:.2f}"
+               f"-{quality['measured_over_estimated']['p90']:.2f}):")
+    for row in quality["at"]:
+        click.echo(f"  after {row['runs_back']:>4} runs ({row['elapsed']:>6.0f} s): said {row['time_left_said']:>6.0f} s "
+                   f"left, took {row['time_left_was']:>6.0f} s ({row['ratio']:.2f}x)")
+    click.echo("  costs fitted to these runs: " + ", ".join(f"{k} = {v:.2g}" for k, v in quality["fitted"].items()))
+    return quality
+
+
+def _both_ways(targets: tuple[str, ...], dask_workers: int) -> dict:
+    import tempfile
+
+    from blocklab.bench import make_repro_both_ways
+
+    with tempfile.TemporaryDirectory(prefix="blocklab-both-ways-") as workdir:
+        both = make_repro_both_ways(Path(workdir), dask_workers, targets, echo=click.echo)
+    click.echo(f"stage by stage / all at once: {both['ratio']:.2f}x the wall time "
+               f"({both['stage_by_stage']['wall_seconds']:.0f} s vs {both['prefetch']['wall_seconds']:.0f} s); "
+               f"workers busy {both['stage_by_stage']['busy']:.0%} vs {both['prefetch']['busy']:.0%}; "
+               f"metrics {'the same' if both['same_metrics'] else 'NOT the same'} both ways")
+    return both
+
+
+def _bench_through_dvc(ablation: str, params_file: str, dask_workers: int, reference: dict) -> dict:
+    """The ablation's train stages from a fresh clone both ways, per run against the lesson's loop."""
+    variants = load_params(params_file).ablations[ablation].variants
+    click.echo(f"\n{ablation}'s runs through DVC from a fresh clone, both ways")
+    both = _both_ways(tuple(f"train_{ablation}@{v}" for v in variants), dask_workers)
+    runs = both["stage_by_stage"]["runs"]
+    per_run = {"reference_loop": reference["seconds"] / runs,
+               **{way: both[way]["wall_seconds"] / runs for way in ("stage_by_stage", "prefetch")}}
+    click.echo(f"\nseconds a run ({runs} runs): the lesson's loop {per_run['reference_loop']:.2f}, dvc repro stage by "
+               f"stage {per_run['stage_by_stage']:.2f} ({per_run['reference_loop'] / per_run['stage_by_stage']:.2f}x), "
+               f"prefetch + dvc repro {per_run['prefetch']:.2f} "
+               f"({per_run['reference_loop'] / per_run['prefetch']:.2f}x)")
+    return {**both, "seconds_per_run": per_run,
+            "ratio_to_reference": {way: per_run["reference_loop"] / per_run[way]
+                                   for way in ("stage_by_stage", "prefetch")}}
 
 
 def _bench_plan_schedule(params_file: str, workers: str) -> list[dict]:

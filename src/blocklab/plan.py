@@ -23,11 +23,16 @@ from blocklab.run_store import DamagedEntry, RunKeys, RunStore
 from blocklab.runner import Job, train_runs
 from blocklab.training import RunResult
 
-# What a run costs on one core of this kind of machine, roughly (docs/performance.md: one step of the 6-layer
-# model at one thread spends 33 ms in matrix products, ~60 GFLOP/s, and ~31 ms in everything else, ~8e-8 s
-# per token, channel and layer): only for the order runs start in (longest first) and the time left.
-MATMUL_FLOPS_PER_SECOND = 60e9
-OTHER_SECONDS_PER_TOKEN_CHANNEL_LAYER = 8e-8
+# What a run costs on one core of this kind of machine, roughly: only for the order runs start in (longest
+# first) and the time left. Fitted by least squares to the times of the default plan's 444 runs trained by
+# `blocklab prefetch` on 2 one-thread workers (a fresh clone, 2026-12-02; docs/performance.md): seconds per
+# FLOP of the matrix products, per token, channel and layer of everything else, and per step and layer and
+# per step of what does not grow with the batch (Python, autograd, AdamW's launch, the small kernels' cost).
+SECONDS_PER_MATMUL_FLOP = 8.7e-12
+SECONDS_PER_TOKEN_CHANNEL_LAYER = 4.2e-8
+SECONDS_PER_STEP_LAYER = 4.1e-4
+SECONDS_PER_STEP = 2.8e-4
+COSTS = (SECONDS_PER_MATMUL_FLOP, SECONDS_PER_TOKEN_CHANNEL_LAYER, SECONDS_PER_STEP_LAYER, SECONDS_PER_STEP)
 
 
 @dataclass(frozen=True)
@@ -60,17 +65,23 @@ def planned_runs(specs: Sequence[RunSpec], keys: RunKeys, checkpoint_dir: Callab
 
 
 def estimated_seconds(spec: RunSpec, vocab: int = 65) -> float:
-    """About how long one of `spec`'s runs trains on one core: its steps' matrix products and the rest, and
-    its evaluations (a forward pass, a third of a step, over the validation windows)."""
+    """About how long one of `spec`'s runs trains on one core: its steps' matrix products and the rest, their
+    evaluations (a forward pass, a third of a step, over the validation windows), and a cost per step."""
+    return sum(c * n for c, n in zip(COSTS, cost_terms(spec, vocab)))
+
+
+def cost_terms(spec: RunSpec, vocab: int = 65) -> tuple[float, float, float, float]:
+    """What `COSTS` multiply: the run's matrix-product FLOPs, its tokens x channels x layers, its steps x
+    layers and its steps (evaluations counted as tokens)."""
     from blocklab.model import training_flops_per_token
 
     cfg, train = spec.model, spec.train
-    tokens = train.batch_size * cfg.context
-    per_token = (training_flops_per_token(cfg, vocab) / MATMUL_FLOPS_PER_SECOND
-                 + OTHER_SECONDS_PER_TOKEN_CHANNEL_LAYER * cfg.d_model * max(cfg.n_layers, 1))
+    layers = max(cfg.n_layers, 1)
     evaluations = train.steps // train.eval_interval + 2
     evaluated = evaluations * (train.eval_windows + train.eval_batches * train.batch_size) * cfg.context / 3
-    return per_token * (train.steps * tokens + evaluated)
+    tokens = train.steps * train.batch_size * cfg.context + evaluated
+    return (training_flops_per_token(cfg, vocab) * tokens, cfg.d_model * layers * tokens, train.steps * layers,
+            float(train.steps))
 
 
 def missing(runs: Sequence[PlannedRun], store: RunStore, echo=print) -> list[PlannedRun]:
@@ -183,14 +194,16 @@ def _loss(value: float | None) -> str:
 
 class _PlanBar:
     """One progress bar for many runs: its length is their estimated time, so that the time left it shows
-    holds when runs differ a hundredfold; its label counts the runs."""
+    holds when runs differ a hundredfold; its label counts the runs. The time left is the estimate still to
+    train at the average pace so far (tqdm's `smoothing=0`): with one run back per worker at a time, a pace
+    smoothed over the latest updates jumps with every pair of runs that end together."""
 
     def __init__(self, runs: Sequence[PlannedRun], vocab: int):
         self.vocab, self.total, self.count = vocab, len(runs), 0
         self.bar = tqdm(total=round(sum(estimated_seconds(r.spec, vocab) for r in runs), 1), unit="s",
                         desc=f"training the plan, 0/{self.total} runs",
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed} elapsed, about {remaining} left]",
-                        dynamic_ncols=True)
+                        smoothing=0, dynamic_ncols=True)
 
     def _describe(self) -> None:
         self.bar.set_description_str(f"training the plan, {self.count}/{self.total} runs", refresh=False)
