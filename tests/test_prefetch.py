@@ -156,3 +156,21 @@ def test_the_longest_runs_train_first_and_each_key_once(tmp_path):
                for key in store.keys()}
     assert sorted(started, key=started.get) == [r.store_key for r in expected]
     assert ensure_stored(runs, corpus, store, workers=1, progress="none", echo=lambda _: None) == {}
+
+
+def test_the_plan_bar_ends_full_and_never_past_it(capsys):
+    import warnings
+
+    from blocklab.plan import PlannedRun, _PlanBar
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    runs = [PlannedRun(spec, seed, spec.key(seed), None) for spec in params.map_specs()[:30] for seed in spec.seeds]
+    bar = _PlanBar(runs, 65)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # tqdm warns when it clamps a bar gone past its total
+        for run in reversed(runs):  # another order than the total was summed in
+            bar.done(run)
+            assert bar.bar.n <= bar.bar.total
+    assert bar.bar.n == bar.bar.total and bar.count == len(runs)
+    bar.close()
+    assert "-00:00" not in capsys.readouterr().err

@@ -200,7 +200,7 @@ class _PlanBar:
 
     def __init__(self, runs: Sequence[PlannedRun], vocab: int):
         self.vocab, self.total, self.count = vocab, len(runs), 0
-        self.bar = tqdm(total=round(sum(estimated_seconds(r.spec, vocab) for r in runs), 1), unit="s",
+        self.bar = tqdm(total=sum(estimated_seconds(r.spec, vocab) for r in runs), unit="s",
                         desc=f"training the plan, 0/{self.total} runs",
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed} elapsed, about {remaining} left]",
                         smoothing=0, dynamic_ncols=True)
@@ -211,7 +211,10 @@ class _PlanBar:
     def done(self, run: PlannedRun) -> None:
         self.count += 1
         self._describe()
-        self.bar.update(round(estimated_seconds(run.spec, self.vocab), 1))
+        left = self.bar.total - self.bar.n
+        # the last run fills the bar exactly (the estimates summed in another order round otherwise): never past
+        # 100%, never a negative time left
+        self.bar.update(left if self.count == self.total else min(estimated_seconds(run.spec, self.vocab), left))
 
     def close(self) -> None:
         self.bar.close()
