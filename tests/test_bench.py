@@ -149,6 +149,8 @@ def test_through_dvc_needs_the_lessons_loop_the_trainer_comparison_times(tmp_pat
 
     result = CliRunner().invoke(main, ["bench", "--no-trainer", "--through-dvc", "--encoded", str(tmp_path)])
     assert result.exit_code == 2 and "drop --no-trainer" in result.output
+    result = CliRunner().invoke(main, ["bench", "--steps", "10", "--through-dvc", "--encoded", str(tmp_path)])
+    assert result.exit_code == 2 and "drop --steps" in result.output
 
 
 def test_time_left_quality_replays_the_bar_on_the_runs_times_and_fits_its_costs(tmp_path):

@@ -171,11 +171,11 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
               help="Also tell how well the last `blocklab prefetch` told the time left, from its runs' times in "
                    "data/runs (every run trained by it, from an empty store), and fit the estimate's costs to them.")
 @click.option("--through-dvc", "through_dvc", is_flag=True,
-              help="Also train the ablation's runs through DVC from a fresh clone, both ways (`dvc repro` stage by "
+              help="Also train the ablation's runs through DVC from fresh clones of HEAD, both ways (`dvc repro` stage by "
                    "stage; `blocklab prefetch` and `dvc repro`): seconds per run, start-up included, against the "
                    "lesson's loop.")
 @click.option("--make-repro", "make_repro", is_flag=True,
-              help="Also reproduce the whole default plan from nothing twice, in two fresh clones: `dvc repro` stage by "
+              help="Also reproduce the whole default plan from nothing twice, in two fresh clones of HEAD: `dvc repro` stage by "
                    "stage, then `blocklab prefetch` and `dvc repro` (an hour or more on two cores).")
 @click.option("--dask-workers", type=int, default=0, show_default=True,
               help="With --make-repro or --through-dvc: train both ways on a local Dask cluster of this many one-thread "
@@ -184,13 +184,15 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
 @click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
 @reports_errors
 def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, rounding: bool, pipeline: bool,
-          queue: bool, old_params: str | None, plan_schedule: bool, workers: str, time_left: bool, through_dvc: bool, make_repro: bool,
-          dask_workers: int, json_out: str | None, params_file: str) -> None:
+          queue: bool, old_params: str | None, plan_schedule: bool, workers: str, time_left: bool, through_dvc: bool,
+          make_repro: bool, dask_workers: int, json_out: str | None, params_file: str) -> None:
     """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s, and the
     ceiling on the ratio for bitwise-equal results (one step's kernels at one thread, by kind); with
     --rounding, --pipeline and --queue, how far rounding alone moves results, the pipeline's overhead and a
-    queued sweep's speed-up too. Prints ratios: every comparison is measured within one run, because the
-    machines are shared and noisy."""
+    queued sweep's speed-up too; with --through-dvc, --make-repro, --plan-schedule and --time-left, training
+    through DVC stage by stage against `blocklab prefetch` (an ablation, the whole plan, simulated clusters)
+    and how well prefetch's bar told the time left. Prints ratios: every comparison is measured within one
+    run, because the machines are shared and noisy."""
     import json
 
     from blocklab.bench import QUEUE_SWEEP_PARAM, pipeline_overhead, queue_sweep_values, queue_speedup
@@ -198,6 +200,9 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
     if through_dvc and not trainer:
         raise click.UsageError("--through-dvc compares with the lesson's loop, which the trainer comparison times: "
                                "drop --no-trainer")
+    if through_dvc and steps is not None:
+        raise click.UsageError("--through-dvc trains the runs as params.yaml sets them, and the lesson's loop must "
+                               "train the same: drop --steps")
     figures: dict = {}
     if trainer:
         figures.update(_bench_trainer(ablation, steps, encoded, params_file, rounding))
