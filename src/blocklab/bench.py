@@ -441,8 +441,8 @@ def _run_timings(runs_dir: Path) -> dict[str, dict]:
 
 
 def _local_dask_cluster(workers: int):
-    """A Dask scheduler and `workers` one-thread worker processes on 127.0.0.1, stopped on leaving; yields its
-    address."""
+    """A Dask scheduler and `workers` one-thread worker processes (without nannies) on 127.0.0.1, stopped on
+    leaving; yields its address."""
     from contextlib import contextmanager
 
     from blocklab.processes import stop_group
@@ -459,7 +459,9 @@ def _local_dask_cluster(workers: int):
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
         started = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
                                      "--dashboard-address", ":0", "--no-show"], **quiet)]
-        started += [subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--nworkers", "1", "--host",
+        # No nanny: a nanny starts its worker with MALLOC_TRIM_THRESHOLD_=65536 (Dask's default pre-spawn
+        # environment), with which a run trains 1.6x slower here (docs/performance.md).
+        started += [subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--no-nanny", "--host",
                                       "127.0.0.1", "--dashboard-address", ":0"], **quiet) for _ in range(workers)]
         try:
             from distributed import Client
