@@ -490,21 +490,17 @@ def time_left_quality(params: Params, runs_dir: Path, at: tuple[float, ...] = (0
 
     from blocklab.plan import cost_terms, estimated_seconds
 
-    runs = []
-    for spec in params.specs() + params.map_specs():
-        for seed in spec.seeds:
-            timing_file = runs_dir / spec.key(seed) / "timing.json"
-            timing = json.loads(timing_file.read_text()) if timing_file.exists() else {"reused_from": None}
-            if "reused_from" not in timing:
-                runs.append((spec, timing))
+    timings = _run_timings(runs_dir)
+    runs = [(spec, timings[spec.key(seed)]) for spec in params.specs() + params.map_specs() for seed in spec.seeds
+            if "reused_from" not in timings.get(spec.key(seed), {"reused_from": None})]
     if not runs:
         raise ValueError(f"no trained run's timing.json under {runs_dir}")
     seconds = np.array([t["seconds"] for _, t in runs])
+    estimated = np.array([estimated_seconds(spec) for spec, _ in runs])
     start = min(t["started_at"] for _, t in runs)
     ended = np.array([t["ended_at"] - start for _, t in runs])
     order = np.argsort(ended)
-    estimated = np.array([estimated_seconds(spec) for spec, _ in runs])[order]
-    done, back, total = np.cumsum(estimated), ended[order], ended.max()
+    done, back, total = np.cumsum(estimated[order]), ended[order], ended.max()
     rows = []
     for share in at:
         i = max(int(share * len(runs)) - 1, 0)
@@ -513,7 +509,7 @@ def time_left_quality(params: Params, runs_dir: Path, at: tuple[float, ...] = (0
                      "time_left_was": round(float(total - back[i]), 1), "ratio": round(float(said / (total - back[i])), 2)})
 
     fitted, *_ = np.linalg.lstsq(np.array([cost_terms(spec) for spec, _ in runs]), seconds, rcond=None)
-    ratio = seconds / np.array([estimated_seconds(spec) for spec, _ in runs])
+    ratio = seconds / estimated
     return {"runs": len(runs), "at": rows, "measured_over_estimated": {
                 "p10": round(float(np.percentile(ratio, 10)), 2), "median": round(float(np.median(ratio)), 2),
                 "p90": round(float(np.percentile(ratio, 90)), 2)},
