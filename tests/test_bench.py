@@ -153,6 +153,25 @@ def test_through_dvc_needs_the_lessons_loop_the_trainer_comparison_times(tmp_pat
     assert result.exit_code == 2 and "drop --steps" in result.output
 
 
+def test_only_what_trains_here_needs_the_encoded_corpus(tmp_path, monkeypatch):
+    """`--no-trainer --make-repro` works in fresh clones of its own: it ran into "Directory 'data/encoded' does
+    not exist" in a clone that had never encoded the corpus. The trainer comparison still needs it, and says
+    what to run."""
+    from click.testing import CliRunner
+
+    from blocklab.cli import main
+
+    params = str(Path("params.yaml").resolve())
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["bench", "--no-trainer", "--params", params, "--json", "figures.json"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "figures.json").read_text() == "{}\n"
+    result = CliRunner().invoke(main, ["bench", "--params", params])
+    assert result.exit_code != 0
+    assert "data/encoded does not exist: the trainer comparison trains on it" in result.output
+    assert "run `dvc repro encode` first" in result.output
+
+
 def test_time_left_quality_replays_the_bar_on_the_runs_times_and_fits_its_costs(tmp_path):
     import json
 

@@ -100,6 +100,13 @@ def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | Non
                f"{done.seconds:.0f} s on {where}, busy {done.busy:.0%} of the time. Now `dvc repro` copies them.")
 
 
+def _require_encoded(encoded: str | Path, why: str) -> None:
+    """An error saying what to run when the encoded corpus a command needs is missing (only then: a command
+    whose options need no corpus runs without one)."""
+    if not Path(encoded).is_dir():
+        raise BlocklabError(f"{encoded} does not exist: {why}; run `dvc repro encode` first")
+
+
 @main.command()
 @click.option("--prune", is_flag=True, help="Remove the entries no run of params.yaml needs with today's code, "
                                             "corpus and torch, and what interrupted writes left.")
@@ -117,9 +124,7 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
 
     from blocklab.run_store import RunKeys, RunStore
 
-    if not Path(encoded).is_dir():
-        raise BlocklabError(f"{encoded} does not exist: the runs' keys hash the encoded corpus; run "
-                            f"`dvc repro encode` first")
+    _require_encoded(encoded, "the runs' keys hash the encoded corpus")
     params = load_params(params_file)
     runs_store = RunStore(store_dir)
     keys = RunKeys(encoded)
@@ -149,8 +154,8 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
 @main.command()
 @click.option("--ablation", default="norm_order", show_default=True, help="Whose runs to benchmark.")
 @click.option("--steps", type=int, default=None, help="Override the steps of every run (shorter benchmark).")
-@click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(exists=True, file_okay=False),
-              help="Encoded corpus (made by `dvc repro encode`).")
+@click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(file_okay=False),
+              help="Encoded corpus (made by `dvc repro encode`), for the trainer comparison and --plan-against.")
 @click.option("--trainer/--no-trainer", default=True, show_default=True,
               help="Compare the trainer with the lesson's plain loop (--no-trainer: only what the flags below ask).")
 @click.option("--rounding", is_flag=True,
@@ -223,6 +228,7 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
         from blocklab.data import load_corpus
 
         click.echo(f"\ntraining time of the plan in {params_file} against {old_params}")
+        _require_encoded(encoded, "--plan-against trains on it")
         cost = figures["plan"] = plan_cost(load_params(old_params), load_params(params_file), load_corpus(encoded),
                                            Path("reports/timings.json"), echo=click.echo)
         click.echo(f"training, every train stage one after the other: {cost['old_seconds']:.0f} s -> "
@@ -321,6 +327,7 @@ def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: 
         raise click.BadParameter(f"no ablation '{ablation}' in {params_file}", param_hint="--ablation")
     if steps is not None:
         specs = [replace(s, train=replace(s.train, steps=steps)) for s in specs]
+    _require_encoded(encoded, "the trainer comparison trains on it (--no-trainer skips it)")
     corpus = load_corpus(encoded)
     click.echo(f"benchmarking {ablation}: {sum(len(s.seeds) for s in specs)} runs, trainer and reference loop")
     figures = compare_trainers(specs, corpus, echo=click.echo, rounding=rounding)

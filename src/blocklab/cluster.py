@@ -17,6 +17,11 @@ A worker that dies costs its runs' time, nothing else: Dask reschedules its task
 should Dask give a run up (cancelled, or `KilledWorker` after `RETRIES` lost workers), blocklab submits
 it again, up to `RESUBMITS` times. Each run's result comes back once, by its run key. A scheduler that
 cannot be reached fails within `CONNECT_SECONDS`, naming the address.
+
+A worker started by a Dask nanny inherits the nanny's `distributed.nanny.pre-spawn-environ`, whose default
+sets `MALLOC_TRIM_THRESHOLD_=65536`: on this project's 2-core machines one run then trained 1.63x slower
+(docs/performance.md). Before submitting, blocklab asks every worker for that variable and warns, saying
+how to start the workers without it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ SCHEDULER_ENV = "BLOCKLAB_DASK_SCHEDULER"
 CONNECT_SECONDS = 10
 RETRIES = 3  # how often Dask itself starts a run again elsewhere when its worker dies
 RESUBMITS = 3  # how often blocklab submits a run again that Dask gave up (cancelled, or KilledWorker)
+SLOW_ALLOCATOR_ENV = "MALLOC_TRIM_THRESHOLD_"  # set by a Dask nanny's default pre-spawn-environ
 
 
 def scheduler_address(option: str | None = None) -> str | None:
@@ -77,6 +83,21 @@ def connect(address: str):
                             f"or unset {SCHEDULER_ENV} to train on this machine's workers") from None
 
 
+def slow_allocator_warning(client) -> str | None:
+    """A warning naming the workers that run with MALLOC_TRIM_THRESHOLD_ set, and how to start them without it;
+    None when none does."""
+    settings = client.run(os.getenv, SLOW_ALLOCATOR_ENV)
+    slowed = sorted(worker for worker, value in settings.items() if value is not None)
+    if not slowed:
+        return None
+    values = sorted({settings[worker] for worker in slowed})
+    return (f"warning: {len(slowed)} of {len(settings)} Dask workers run with {SLOW_ALLOCATOR_ENV}="
+            f"{'/'.join(values)} ({', '.join(slowed[:3])}{', ...' if len(slowed) > 3 else ''}), which a Dask "
+            f"nanny sets by default: with it runs trained 1.6x slower here. Start the workers with `dask worker "
+            f"--no-nanny`, or keep the nanny and set the Dask config "
+            f"distributed.nanny.pre-spawn-environ.{SLOW_ALLOCATOR_ENV} to null (docs/performance.md)")
+
+
 def train_on_cluster(jobs: Sequence[Job], corpus: Corpus, address: str, echo=print,
                      on_result: Callable[[Job, RunResult], None] | None = None) -> dict[str, RunResult]:
     """Every job on the cluster at `address`, keyed by its run key, in the jobs' order; the first jobs are
@@ -94,6 +115,8 @@ def train_on_cluster(jobs: Sequence[Job], corpus: Corpus, address: str, echo=pri
     try:
         workers = len(client.scheduler_info().get("workers", {}))
         echo(f"submitting {len(jobs)} runs to the Dask scheduler at {address} ({workers} workers)")
+        if warning := slow_allocator_warning(client):
+            echo(warning)
         packed = _packed(corpus)
         digest = hashlib.sha256(b"".join(a.tobytes() for a in packed[1:])).hexdigest()[:16]
         corpus_task = client.submit(_unpacked, *packed, key=f"blocklab-corpus-{digest}-{os.getpid()}", pure=False)
