@@ -85,8 +85,8 @@ def connect(address: str):
 
 def slow_allocator_warning(client) -> str | None:
     """A warning naming the workers that run with MALLOC_TRIM_THRESHOLD_ set, and how to start them without it;
-    None when none does."""
-    settings = client.run(os.getenv, SLOW_ALLOCATOR_ENV)
+    None when none does. A worker that does not answer (lost in the meantime) is left out, not an error."""
+    settings = client.run(os.getenv, SLOW_ALLOCATOR_ENV, on_error="ignore")
     slowed = sorted(worker for worker, value in settings.items() if value is not None)
     if not slowed:
         return None
