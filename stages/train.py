@@ -43,7 +43,7 @@ def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file:
                         None if checkpoint_dir is None else lambda _: checkpoint_dir)
     if workers is None and ablation in params.maps:
         workers = os.cpu_count() or 1
-    results = stage_runs(runs, load_corpus(encoded), RunStore(store_dir), out_dir, workers=workers,
+    results = stage_runs(runs, lambda: load_corpus(encoded), RunStore(store_dir), out_dir, workers=workers,
                          scheduler=scheduler_address(scheduler), name=f"{ablation}/{variant}", echo=click.echo)
     if results:
         training = sum(r.seconds for r in results.values())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -117,6 +118,28 @@ def test_a_damaged_store_entry_is_discarded_and_its_run_trained_afresh_by_the_st
     assert {k: v for k, v in ours.items() if "norm_order/pre/" in k} == {
         k: v for k, v in reproduced_project.outputs.items() if "norm_order/pre/" in k}
     assert RunStore(project.root / "data/run_store").verified(key) == "norm_order/pre/seed0"
+
+
+def test_a_stage_whose_runs_are_all_stored_copies_them_without_importing_torch(reproduced_project, tmp_path):
+    """After `blocklab prefetch` every train stage only copies: it need not pay torch's import (2-3 s a stage,
+    47 stages in the default plan)."""
+    project = pristine_copy(reproduced_project, tmp_path / "project")
+    out = tmp_path / "out"
+    copied = project.run("python", "-X", "importtime", "stages/train.py", "--ablation", "norm_order", "--variant",
+                         "pre", "data/encoded", str(out))
+    assert "copied from the run store" in copied.stdout
+    imported = {line.split("|")[-1].strip() for line in copied.stderr.splitlines() if line.startswith("import time:")}
+    assert "blocklab.plan" in imported and "torch" not in imported
+    for seed in (0, 1):
+        assert (out / f"seed{seed}/metrics.json").read_bytes() == reproduced_project.outputs[
+            f"data/runs/norm_order/pre/seed{seed}/metrics.json"]
+    # a run the store lacks still trains, through the same stage
+    shutil.rmtree(project.root / "data/run_store")
+    trained = project.run("python", "stages/train.py", "--ablation", "norm_order", "--variant", "pre",
+                          "data/encoded", str(tmp_path / "again")).stdout
+    assert "norm_order/pre: training 2 of 2 runs" in trained
+    assert (tmp_path / "again/seed0/metrics.json").read_bytes() == reproduced_project.outputs[
+        "data/runs/norm_order/pre/seed0/metrics.json"]
 
 
 def test_blocklab_store_counts_what_the_plan_uses_and_prunes_the_rest(reproduced_project, tmp_path):

@@ -31,13 +31,16 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from blocklab.data import Corpus
 from blocklab.errors import BlocklabError
-from blocklab.runner import Job, run_cell
-from blocklab.training import RunResult
+
+if TYPE_CHECKING:  # torch (2-3 s to import) only where a run trains: a stage that copies its runs needs none
+    from blocklab.runner import Job
+    from blocklab.training import RunResult
 
 SCHEDULER_ENV = "BLOCKLAB_DASK_SCHEDULER"
 CONNECT_SECONDS = 10
@@ -59,12 +62,16 @@ def _packed(corpus: Corpus) -> tuple[list[str], np.ndarray, np.ndarray]:
 
 def _unpacked(chars: list[str], train: np.ndarray, val: np.ndarray) -> Corpus:
     """The corpus task: the ids as the int64 tensors the trainer indexes with."""
+    import torch
+
     return Corpus(chars=chars, train=torch.from_numpy(train.astype(np.int64)),
                   val=torch.from_numpy(val.astype(np.int64)))
 
 
 def _cell_on_a_worker(job: Job, corpus: Corpus) -> tuple[RunResult, float]:
     """What each task runs: the cell runner, and when the worker took the task (for the overhead)."""
+    from blocklab.runner import run_cell
+
     taken = time.time()
     return run_cell(job, corpus), taken
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -20,8 +21,13 @@ from blocklab.config import RunSpec
 from blocklab.data import Corpus
 from blocklab.results import read_metrics, read_timing, run_dir, write_json, write_run
 from blocklab.run_store import DamagedEntry, RunKeys, RunStore
-from blocklab.runner import Job, train_runs
-from blocklab.training import RunResult
+
+if TYPE_CHECKING:  # the trainer (torch: 2-3 s to import) is imported only when a run trains, so that a stage
+    from blocklab.runner import Job  # whose runs are all in the store (after `blocklab prefetch`) copies them
+    from blocklab.training import RunResult  # in a fraction of a second
+
+# The corpus, or what loads it: loaded only when a run must train.
+CorpusSource = Corpus | Callable[[], Corpus]
 
 # What a run costs on one core of this kind of machine, roughly: only for the order runs start in (longest
 # first) and the time left. Fitted by least squares to the times of the default plan's 444 runs trained by
@@ -50,6 +56,8 @@ class PlannedRun:
         return self.spec.key(self.seed)
 
     def job(self) -> Job:
+        from blocklab.runner import Job
+
         return Job(self.key, self.spec.model, self.spec.train, self.seed, self.checkpoint)
 
 
@@ -101,7 +109,7 @@ def missing(runs: Sequence[PlannedRun], store: RunStore, echo=print) -> list[Pla
     return todo
 
 
-def ensure_stored(runs: Sequence[PlannedRun], corpus: Corpus, store: RunStore, *, workers: int | None = None,
+def ensure_stored(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunStore, *, workers: int | None = None,
                   scheduler: str | None = None, progress: str = "runs", name: str = "the plan", echo=print,
                   into: dict[str, RunResult] | None = None) -> dict[str, RunResult]:
     """Train every run of `runs` that the store lacks, longest first, each put into the store as soon as it is
@@ -110,10 +118,13 @@ def ensure_stored(runs: Sequence[PlannedRun], corpus: Corpus, store: RunStore, *
     Where: on the Dask cluster at `scheduler`, else in this machine's one-thread workers (`workers` at a time;
     default one per run). `progress`: "runs" a bar per run, "plan" one bar for them all (runs done, time
     left), "none". `into`: a dict each result is also put in as soon as it is stored (kept if training fails
-    part-way)."""
-    todo = sorted(missing(runs, store, echo), key=lambda r: -estimated_seconds(r.spec, corpus.vocab_size))
+    part-way). `corpus`: the corpus, or a function that loads it (called only if a run must train)."""
+    todo = missing(runs, store, echo)
     if not todo:
         return {}
+    if callable(corpus):
+        corpus = corpus()
+    todo.sort(key=lambda r: -estimated_seconds(r.spec, corpus.vocab_size))
     count = min(workers or len(todo), len(todo))
     where = f"the Dask cluster at {scheduler}" if scheduler else f"{count} worker{'s' * (count > 1)}"
     echo(f"{name}: training {len(todo)} of {len(runs)} runs on {where}")
@@ -140,13 +151,15 @@ def ensure_stored(runs: Sequence[PlannedRun], corpus: Corpus, store: RunStore, *
             from blocklab.cluster import train_on_cluster  # only then: dask.distributed is an optional dependency
 
             return train_on_cluster(jobs, corpus, scheduler, echo=say, on_result=keep)
+        from blocklab.runner import train_runs
+
         return train_runs(jobs, corpus, workers=workers, progress=progress == "runs", on_result=keep)
     finally:
         if bar:
             bar.close()
 
 
-def stage_runs(runs: Sequence[PlannedRun], corpus: Corpus, store: RunStore, out_dir: Path, *,
+def stage_runs(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunStore, out_dir: Path, *,
                workers: int | None = None, scheduler: str | None = None, name: str = "the stage", echo=print
                ) -> dict[str, RunResult]:
     """A train stage's work: every run of `runs` into its folder under `out_dir`, copied from the run store,
