@@ -17,15 +17,16 @@ from pathlib import Path
 EXPECTED_IN_A_FRESH_CLONE = {"deleted", "not in cache"}
 
 
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def changes(status: dict, outputs: set[str]) -> list[str]:
     """Each stage, path (and parameter) whose status is not one a fresh clone expects, as one line each;
     `outputs`: the paths the stages write (missing here, as is anything under them)."""
 
-    def inside(path: str, folder: str) -> bool:
-        return path == folder or path.startswith(folder.rstrip("/") + "/")
-
     def made_by_a_stage(path: str) -> bool:  # an output, in one, or a folder of outputs (data/runs)
-        return any(inside(path, out) or inside(out, path) for out in outputs)
+        return any(_inside(path, out) or _inside(out, path) for out in outputs)
 
     found = []
     for stage, entries in status.items():

@@ -30,7 +30,6 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Sequence
-
 from typing import TYPE_CHECKING
 
 import numpy as np
