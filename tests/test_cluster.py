@@ -27,6 +27,10 @@ from blocklab.runner import Job, run_cell, train_runs
 from conftest import free_port, reap_adopted, started, tree_of
 
 DASK = str(Path(sys.executable).with_name("dask"))
+# The scheduler's Active Memory Manager drops surplus replicas every 2 s by default; every 0.1 s here, so that a
+# test waits for its cycles in a fraction of a run's time on any machine, not in a fixed time a fast one beats.
+AMM_INTERVAL = 0.1
+SCHEDULER_ENV = {"DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__INTERVAL": f"{AMM_INTERVAL}s"}
 
 
 @contextmanager
@@ -39,6 +43,7 @@ def dask_cluster(workers: int = 2, kinds: list[tuple[list[str], dict[str, str]]]
     with ExitStack() as stack:
         stack.enter_context(started([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
                                      "--dashboard-address", ":0", "--no-show"],
+                                    env={**os.environ, **SCHEDULER_ENV},
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         processes = [stack.enter_context(started([DASK, "worker", address, "--nthreads", "1",
                                                   "--host", "127.0.0.1", "--dashboard-address", ":0", *options],
@@ -111,7 +116,9 @@ def test_a_worker_killed_in_the_middle_of_a_map_costs_nothing(when):
                 assert time.time() < deadline and not submitted.done(), f"no moment to kill a worker ({when})"
                 time.sleep(0.2)
             if when == "last run":
-                time.sleep(3)  # the memory manager runs every 2 s
+                time.sleep(5 * AMM_INTERVAL)  # the memory manager's cycles drop the corpus's other copies
+                # killed while it trains: the last run (3,000 steps) is far longer than five cycles
+                assert len(watcher.run_on_scheduler(unfinished_runs)) == 1, "the last run ended before the kill"
             pids = watcher.run(os.getpid)
             victims = next(tree for tree in map(tree_of, workers) if pids[busy[0]] in {p.pid for p in tree})
             for process in victims:
