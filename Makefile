@@ -14,7 +14,7 @@ LOCK        ?= requirements.lock
 # Put the venv first on PATH so DVC stages' `python` is the project's.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: repro test test-fast install clean
+.PHONY: demo repro test test-fast install clean
 
 $(BIN)/blocklab: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ $(BIN)/blocklab: pyproject.toml $(LOCK)
 	touch $@
 
 install: $(BIN)/blocklab
+
+demo: install     ## the way in: the lesson's table A trained through the pipeline, checked, drawn, sampled (~2 min)
+	blocklab demo
 
 repro: install    ## run the whole default pipeline: every run it needs trained at once, then dvc repro copies them
 	blocklab prefetch

@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from blocklab.claims import (
-    Compare, Exact, MissingResult, Monotone, Reports, Spread, Within, check_claims, claims_count, count_in_words,
+    Compare, Exact, MissingResult, Monotone, NotRunYet, Reports, Spread, Within, check_claims, claims_count, count_in_words,
     evaluate, failing_in_words,
     load_claims, verdicts_markdown,
 )
@@ -218,13 +218,58 @@ def test_the_summary_lists_the_failing_claims_first_in_words():
         < text.index("| post_collapses")
 
 
-def test_check_with_a_run_missing_is_an_error_exit_2_naming_the_run(tmp_path):
+def test_a_claim_naming_a_run_params_yaml_does_not_plan_is_a_broken_pipeline_exit_2_naming_the_run(tmp_path):
+    args = write_reports(tmp_path, METRICS)
+    claims = (tmp_path / "claims.yaml").read_text().replace('mean(\"norm_order/pre\")', 'mean(\"norm_order/prenorm\")')
+    (tmp_path / "claims.yaml").write_text(claims)
+    result = CliRunner().invoke(main, ["check", *args])
+    assert result.exit_code == 2, result.output
+    assert "cannot check the claims" in result.output and "norm_order/prenorm" in result.output
+
+
+def test_a_claim_whose_runs_have_not_run_here_is_listed_not_run_yet_with_the_command_that_runs_them(tmp_path):
+    """params.yaml plans norm_order/pre; the reports lack it: the claim over it is not run yet, the other has its
+    verdict, and the exit status says whether anything that ran failed."""
     incomplete = json.loads(json.dumps(METRICS))
     del incomplete["runs"]["norm_order/pre/seed0"]
     del incomplete["runs"]["norm_order/pre/seed1"]
-    result = CliRunner().invoke(main, ["check", *write_reports(tmp_path, incomplete)])
-    assert result.exit_code == 2
-    assert "reports are incomplete" in result.output and "norm_order/pre" in result.output
+    result = CliRunner().invoke(main, ["check", "--strict", *write_reports(tmp_path, incomplete)])
+    assert result.exit_code == 0, result.output
+    assert "1 claims not run yet here; what would run them:" in result.output
+    assert "dvc repro  " in result.output and "1 claims: pre_learns" in result.output
+    assert "1 of 2 findings hold; 0 of 0 checks exact; 1 claims not run yet" in result.output
+    written = json.loads((tmp_path / "claims.json").read_text())  # --out given: recorded as they are
+    assert written["pre_learns"]["verdict"] == "not run yet" and written["pre_learns"]["command"] == "dvc repro"
+    assert written["post_collapses"]["verdict"] == "holds"
+    broken = json.loads(json.dumps(incomplete))
+    broken["runs"]["norm_order/post/seed1"]["train_loss_last25"] = 2.2
+    assert CliRunner().invoke(main, ["check", "--strict", *write_reports(tmp_path, broken)]).exit_code == 1
+
+
+def test_check_on_a_fresh_clone_gives_the_committed_reports_verdicts_and_records_nothing(tmp_path, monkeypatch):
+    """A fresh clone has reports/ but no data/runs: the claims over the runs' curves are not run yet, with the
+    stage that makes them; every other claim gets its verdict; the committed reports/claims.json is untouched."""
+    for name in ("params.yaml", "claims.yaml", "reference.yaml"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "reports").mkdir()
+    for name in ("metrics.json", "gradients.json", "claims.json", "claims_count.json"):
+        (tmp_path / "reports" / name).write_bytes((ROOT / "reports" / name).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["check"])
+    assert result.exit_code == 0, result.output
+    committed = json.loads((ROOT / "reports/claims.json").read_text())
+    curves = [cid for cid, claim in ((c.id, c) for c in load_claims(ROOT / "claims.yaml"))
+              if "window(" in str(claim.model_dump()) or "at(" in str(claim.model_dump())]
+    assert curves and f"{len(curves)} claims not run yet here" in result.output
+    assert "dvc repro train_exercise2" in result.output
+    ran = len(committed) - len(curves)
+    assert sum(f" {v['verdict']} " in result.output for v in committed.values()) and ran > 50
+    assert "not recorded: reports/claims.json keeps the whole run's verdicts" in result.output
+    assert (tmp_path / "reports/claims.json").read_bytes() == (ROOT / "reports/claims.json").read_bytes()
+    for cid, verdict in committed.items():  # the same verdicts as the committed run's, claim by claim
+        if cid not in curves:
+            assert any(line.startswith(f"{cid} ") and f" {verdict['verdict']}" in line
+                       for line in result.output.splitlines()), cid
 
 
 def marked_reports(tmp_path, metrics, mark_post: bool):
@@ -361,3 +406,7 @@ def test_a_curve_window_with_no_step_or_no_curve_is_a_broken_pipeline_not_a_verd
         evaluate('window("x/pre", 10, 20)', reports)
     with pytest.raises(MissingResult, match="has no curve"):
         evaluate('window("x/pre", 1, 2)', Reports({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}))
+    planned = Reports({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}, planned={"x/pre/seed0": "train_x"})
+    with pytest.raises(NotRunYet, match="its curve is not here") as raised:  # planned but not run here: not broken
+        evaluate('window("x/pre", 1, 2)', planned)
+    assert raised.value.command == "dvc repro train_x"

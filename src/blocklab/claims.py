@@ -63,11 +63,21 @@ CLAIMS_FILE = "claims.yaml"
 LOSS = "train_loss_last25"
 # `within` is an equivalence test: two one-sided tests at 5% each, i.e. the 90% interval inside the band.
 EQUIVALENCE_CONFIDENCE = 0.90
-VERDICTS = ("holds", "fails", "inconclusive", "not comparable")
+NOT_RUN = "not run yet"
 
 
 class MissingResult(BlocklabError):
-    """A claim names a run or value the reports do not have: the pipeline is incomplete, not wrong."""
+    """A claim names a run or value the reports do not have, and params.yaml plans no such run: the claims file
+    or the pipeline is broken."""
+
+
+class NotRunYet(MissingResult):
+    """A claim needs runs that params.yaml plans but that have not run here yet (a fresh clone has the committed
+    reports but no runs' curves; `make demo` trains a few ablations only): `command` would run them."""
+
+    def __init__(self, message: str, command: str):
+        super().__init__(message)
+        self.command = command
 
 
 class NotComparable(Exception):
@@ -78,24 +88,34 @@ class Reports:
     """What claims are evaluated over: reports/metrics.json, reports/gradients.json, and the published
     figures (reference.yaml) with the sha256 of the corpus this run trained on."""
 
-    def __init__(self, metrics: dict, gradients: dict, reference: dict | None = None, corpus: str | None = None,
-                 runs_dir: Path | None = None, maps: dict | None = None):
+    def __init__(self, metrics: dict, gradients: dict | None, reference: dict | None = None, corpus: str | None = None,
+                 runs_dir: Path | None = None, maps: dict | None = None, planned: dict[str, str] | None = None):
         self.maps = maps or {}  # blocklab.maps.lr_groups(params): which cells each map variant's groups hold
         self.runs = metrics.get("runs", {})
         self.baselines = metrics.get("baselines", {})
-        self.gradients = gradients
+        self.gradients = gradients  # None: the gradients stage has not run here
         self.reference = reference or {}
         self.corpus = corpus
         self.runs_dir = None if runs_dir is None else Path(runs_dir)
+        # {run key: the DVC stage that trains it} for every run params.yaml plans (planned_runs(params)): a run
+        # it plans that is missing has not run yet; one it does not plan is a broken claim
+        self.planned = planned or {}
         self._curves: dict[str, list[dict]] = {}
+
+    def _not_run(self, name: str, what: str, command: str | None = None) -> NotRunYet | None:
+        """NotRunYet when params.yaml plans run (or variant, or cell) `name`, else None."""
+        stages = sorted({stage for key, stage in self.planned.items() if key == name or key.startswith(f"{name}/")})
+        if not stages:
+            return None
+        return NotRunYet(f"{name}: {what}", command or f"dvc repro {' '.join(stages)}")
 
     def _curve(self, run: str) -> list[dict]:
         """A run's curve.csv as rows of numbers (None where a row has no value), read once."""
         if run not in self._curves:
             path = None if self.runs_dir is None else self.runs_dir / run / "curve.csv"
             if path is None or not path.exists():
-                raise MissingResult(f"run '{run}' has no curve{'' if path is None else f' at {path}'}: did `dvc repro` "
-                                    f"finish?")
+                raise self._not_run(run, "its curve is not here (data/runs/: trained by the stage)") or MissingResult(
+                    f"run '{run}' has no curve{'' if path is None else f' at {path}'}: did `dvc repro` finish?")
             with open(path, newline="") as f:
                 self._curves[run] = [{k: None if v == "" else float(v) for k, v in row.items()} for row in csv.DictReader(f)]
         return self._curves[run]
@@ -129,7 +149,8 @@ class Reports:
             raise MissingResult(f"map variant '{variant}' has no group '{group}' (known: {', '.join(self.maps[variant])})")
         for _, cell in self.maps[variant][group]:
             if not any(k.startswith(f"{cell}/seed") for k in self.runs):
-                raise MissingResult(f"no runs of map cell '{cell}' in reports/metrics.json: did `dvc repro` finish?")
+                raise self._not_run(cell, _NOT_IN_METRICS, "dvc repro") or MissingResult(
+                    f"no runs of map cell '{cell}' in reports/metrics.json: did `dvc repro` finish?")
         return self.maps[variant][group]
 
     def lr_sensitivity(self, variant: str, group: str) -> Seeds:
@@ -144,8 +165,8 @@ class Reports:
 
     def metric(self, run: str, field: str = LOSS) -> float:
         if run not in self.runs:
-            raise MissingResult(f"run '{run}' is not in reports/metrics.json: is it in params.yaml, and did "
-                                f"`dvc repro` finish?")
+            raise self._not_run(run, _NOT_IN_METRICS, "dvc repro") or MissingResult(
+                f"run '{run}' is not in reports/metrics.json: is it in params.yaml, and did `dvc repro` finish?")
         if field not in self.runs[run]:
             raise MissingResult(f"run '{run}' has no field '{field}' in reports/metrics.json")
         return self.runs[run][field]
@@ -153,7 +174,8 @@ class Reports:
     def _by_seed(self, variant: str, field: str) -> dict[int, float | None]:
         keys = [k for k in self.runs if k.rsplit("/", 1)[0] == variant]
         if not keys:
-            raise MissingResult(f"no runs of variant '{variant}' in reports/metrics.json")
+            raise self._not_run(variant, _NOT_IN_METRICS, "dvc repro") or MissingResult(
+                f"no runs of variant '{variant}' in reports/metrics.json")
         return {int(k.rsplit("seed")[-1]): self.metric(k, field) for k in keys}
 
     def seeds(self, variant: str, field: str = LOSS) -> list[float]:
@@ -180,16 +202,32 @@ class Reports:
                                 f"trained on {self.corpus[:12]}…")
         return entry["figures"][key]
 
+    def _gradients(self) -> dict:
+        if self.gradients is None:
+            raise NotRunYet("the gradient analysis has not run here", "dvc repro gradients")
+        return self.gradients
+
     def grad(self, stack: str, depth: int) -> float:
+        self._gradients()
         try:
             return self.gradients[stack][str(depth)]
         except KeyError:
             raise MissingResult(f"reports/gradients.json has no '{stack}' at depth {depth}") from None
 
     def grads(self, stack: str) -> list[float]:
-        if stack not in self.gradients:
+        if stack not in self._gradients():
             raise MissingResult(f"reports/gradients.json has no '{stack}'")
         return [v for _, v in sorted(self.gradients[stack].items(), key=lambda kv: int(kv[0]))]
+
+
+_NOT_IN_METRICS = "not in the metrics (made by `dvc repro`'s evaluate stage from every run)"
+
+
+def planned_runs(params) -> dict[str, str]:
+    """{run key: the DVC stages that train it (`train_<ablation>`, `map_<map>`: every variant's)} for every run of
+    params.yaml (blocklab.config.Params)."""
+    return {spec.key(seed): f"{'map' if spec.ablation in params.maps else 'train'}_{spec.ablation}"
+            for spec in params.specs() + params.map_specs() for seed in spec.seeds}
 
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
@@ -307,6 +345,7 @@ class Verdict:
     statistic: str | None = None
     seeds_needed: int | None = None
     note: str | None = None
+    command: str | None = None  # not run yet: what would run it
 
     @property
     def ok(self) -> bool:
@@ -498,19 +537,22 @@ def load_claims(path: str | Path = CLAIMS_FILE) -> list:
 
 def check_claims(claims: list, reports: Reports) -> dict[str, dict]:
     """`{id: verdict}`, reports/claims.json's entries: `ok`, `measured`, `expected`, `verdict` (holds, fails,
-    inconclusive, not comparable), `kind`, `interval`, `statistic`, `seeds_needed`, `known_to_fail`, and
-    the `claim` in words. MissingResult propagates (an error, not a verdict)."""
+    inconclusive, not comparable, not run yet), `kind`, `interval`, `statistic`, `seeds_needed`, `known_to_fail`,
+    and the `claim` in words; a claim not run yet has the `command` that would run what it needs. MissingResult
+    of a run params.yaml does not plan propagates (an error, not a verdict)."""
     verdicts = {}
     for claim in claims:
         try:
             found = claim.check(reports)
         except NotComparable as why:
             found = Verdict("not comparable", None, None, note=str(why))
+        except NotRunYet as why:
+            found = Verdict(NOT_RUN, None, None, note=str(why), command=why.command)
         verdicts[claim.id] = {"ok": found.ok, "measured": found.measured, "expected": found.expected,
                               "verdict": found.verdict, "kind": claim.kind, "interval": found.interval,
                               "statistic": found.statistic, "seeds_needed": found.seeds_needed,
                               "note": found.note, "known_to_fail": claim.known_to_fail is not None,
-                              "claim": claim.claim}
+                              "claim": claim.claim, **({"command": found.command} if found.command else {})}
     return verdicts
 
 
@@ -518,9 +560,11 @@ def claims_count(verdicts: dict[str, dict]) -> dict[str, int]:
     """Findings and checks counted apart: the claims figures `dvc exp show` lists."""
     findings = [v["verdict"] for v in verdicts.values() if v["kind"] == "finding"]
     checks = [v["verdict"] for v in verdicts.values() if v["kind"] == "check"]
-    return {"findings_hold": findings.count("holds"), "findings_inconclusive": findings.count("inconclusive"),
-            "findings_fail": findings.count("fails"), "findings_not_comparable": findings.count("not comparable"),
-            "findings_total": len(findings), "checks_exact": checks.count("holds"), "checks_total": len(checks)}
+    count = {"findings_hold": findings.count("holds"), "findings_inconclusive": findings.count("inconclusive"),
+             "findings_fail": findings.count("fails"), "findings_not_comparable": findings.count("not comparable"),
+             "findings_total": len(findings), "checks_exact": checks.count("holds"), "checks_total": len(checks)}
+    not_run = findings.count(NOT_RUN) + checks.count(NOT_RUN)  # none in a complete run: then not listed at all
+    return {**count, "not_run_yet": not_run} if not_run else count
 
 
 def count_in_words(count: dict[str, int]) -> str:
@@ -528,8 +572,9 @@ def count_in_words(count: dict[str, int]) -> str:
     extra = "".join(f", {count[f'findings_{key}']} {word}" for key, word in
                     (("fail", "fail"), ("inconclusive", "inconclusive"), ("not_comparable", "not comparable"))
                     if count[f"findings_{key}"])
+    not_run = f"; {count['not_run_yet']} claims not run yet" if count.get("not_run_yet") else ""
     return (f"{count['findings_hold']} of {count['findings_total']} findings hold{extra}; "
-            f"{count['checks_exact']} of {count['checks_total']} checks exact")
+            f"{count['checks_exact']} of {count['checks_total']} checks exact{not_run}")
 
 
 def _in_words(cid: str, words: dict[str, str], verdict: dict) -> str:

@@ -16,13 +16,62 @@ LEFTOVER_SECONDS = 600  # `blocklab store --prune`: a staging folder this old is
 STOP_SECONDS = 10.0  # `blocklab ui`: from a stopping signal to its exit, its server's whole group stopped
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Every command that reads the plan takes it from the same option.
+params_option = click.option("--params", "params_file", default="params.yaml", show_default=True,
+                             type=click.Path(dir_okay=False), help="The experiment plan (params.yaml's format).")
+
+# How `blocklab --help` groups the commands: what a user runs, then what a developer of blocklab runs.
+SECTIONS = {"Try it": ["demo"],
+            "Run the plan": ["prefetch", "params", "store"],
+            "Look at the results": ["check", "diff", "sample", "track", "ui"],
+            "For blocklab's developers": ["bench"]}
+
+
+class SectionedGroup(click.Group):
+    """A group whose help lists its commands under SECTIONS' headings, in their order."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = max(map(len, self.commands))  # one column width in every section
+        sections = {**SECTIONS, "Other commands": sorted(set(self.commands) - {n for ns in SECTIONS.values() for n in ns})}
+        for heading, names_in in sections.items():
+            rows = [(name.ljust(names), self.commands[name].get_short_help_str(formatter.width - 6 - names))
+                    for name in names_in if name in self.commands]
+            if rows:
+                with formatter.section(heading):
+                    formatter.write_dl(rows)
+
+
+@click.group(cls=SectionedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="blocklab", prog_name="blocklab", message="%(prog)s %(version)s")
 def main() -> None:
-    """Ablate a character-level Transformer's block: see README.md. The pipeline runs with `dvc repro`."""
+    """Take a Transformer block apart: train a small character-level Transformer on Tiny Shakespeare with and
+    without each ingredient, and check what each does against the published findings.
+
+    \b
+    make demo     the lesson's own experiments and their findings, in about two minutes
+    make repro    the whole plan (blocklab prefetch, then dvc repro)
+    See README.md."""
 
 
-@main.command("params")
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@main.command(short_help="The lesson's table A trained, checked, drawn and sampled: ~2 min.")
+@params_option
+@reports_errors
+def demo(params_file: str) -> None:
+    """The way in (`make demo`): train the lesson's own experiments - table A's post-norm, pre-norm and
+    warmed-up post-norm at lr 1e-2, and pre-norm with and without residuals, the 6-layer TinyLM, every seed
+    the default plan has - through the pipeline (`blocklab prefetch`, then `dvc repro` of those stages);
+    check the findings those runs decide; draw their figure; print what a collapsed and a healthy model
+    write; say what to run next. About two minutes on two cores.
+
+    Its runs are the default plan's own: a later `make repro` copies them instead of training them again.
+    Its figure and verdicts go to data/demo/ (reports/ keeps the committed run's)."""
+    from blocklab.demo import run_demo
+
+    run_demo(params_file)
+
+
+@main.command("params", short_help="Validate params.yaml; print every run's settings.")
+@params_option
 @reports_errors
 def show_params(params_file: str) -> None:
     """Validate params.yaml and print every run's fully resolved settings: each ablation's variants, then
@@ -37,7 +86,7 @@ def show_params(params_file: str) -> None:
     click.echo(pd.DataFrame(rows).to_string(index=False))
 
 
-@main.command()
+@main.command(short_help="Train the runs `dvc repro` will need, all at once.")
 @click.argument("targets", nargs=-1)
 @click.option("--workers", type=int, default=None,
               help="Local worker processes, one thread each [default: one per core].")
@@ -47,7 +96,7 @@ def show_params(params_file: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Only say which stages are out of date and how many runs would train.")
 @click.option("--store", "store_dir", default="data/run_store", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.run_store).")
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | None, dry_run: bool, store_dir: Path,
              params_file: str) -> None:
@@ -107,14 +156,14 @@ def _require_encoded(encoded: str | Path, why: str) -> None:
         raise BlocklabError(f"{encoded} does not exist: {why}; run `dvc repro encode` first")
 
 
-@main.command()
+@main.command(short_help="What the run store holds and the plan uses; --prune the rest.")
 @click.option("--prune", is_flag=True, help="Remove the entries no run of params.yaml needs with today's code, "
                                             "corpus and torch, and what interrupted writes left.")
 @click.option("--store", "store_dir", default="data/run_store", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.run_store).")
 @click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="The encoded corpus the plan's runs train on.")
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None:
     """What the run store holds: its entries and their size, and how many of them the plan in params.yaml uses
@@ -124,6 +173,9 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
 
     from blocklab.run_store import RunKeys, RunStore
 
+    if not Path(store_dir).is_dir():
+        click.echo(f"{store_dir}: no run store yet, nothing trained here (`make demo` or `make repro` trains into it)")
+        return
     _require_encoded(encoded, "the runs' keys hash the encoded corpus")
     params = load_params(params_file)
     runs_store = RunStore(store_dir)
@@ -151,7 +203,7 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
         click.echo("`blocklab store --prune` removes them.")
 
 
-@main.command()
+@main.command(short_help="The trainer against the lesson's loop; the pipeline's costs.")
 @click.option("--ablation", default="norm_order", show_default=True, help="Whose runs to benchmark.")
 @click.option("--steps", type=int, default=None, help="Override the steps of every run (shorter benchmark).")
 @click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(file_okay=False),
@@ -186,7 +238,7 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
               help="With --make-repro or --through-dvc: train both ways on a local Dask cluster of this many one-thread "
                    "workers.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, rounding: bool, pipeline: bool,
           queue: bool, old_params: str | None, plan_schedule: bool, workers: str, time_left: bool, through_dvc: bool,
@@ -354,7 +406,7 @@ def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: 
     return figures
 
 
-@main.command()
+@main.command(short_help="Generate text from a trained run, as nanoGPT's sample.py does.")
 @click.argument("run")
 @click.option("--prompt", default="\n", show_default="a newline", help="Text the samples start from.")
 @click.option("--tokens", default=500, show_default=True, type=int, help="Characters to generate per sample.")
@@ -364,7 +416,7 @@ def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: 
 @click.option("--num-samples", default=1, show_default=True, type=int, help="How many samples.")
 @click.option("--runs", "runs_dir", default="data/runs", show_default=True, type=click.Path(file_okay=False),
               help="Trained runs (DVC outputs).")
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, seed: int, num_samples: int,
            runs_dir: str, params_file: str) -> None:
@@ -382,7 +434,7 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
         click.echo(text)
 
 
-@main.command()
+@main.command(short_help="Every finding's verdict, on what has run here.")
 @click.option("--claims", "claims_file", default="claims.yaml", show_default=True, type=click.Path(dir_okay=False),
               help="The claims to verify.")
 @click.option("--metrics", "metrics_file", default="reports/metrics.json", show_default=True,
@@ -393,20 +445,19 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
               help="Trained runs, whose curves window(...) and at(...) read.")
 @click.option("--reference", "reference_file", default="reference.yaml", show_default=True,
               type=click.Path(dir_okay=False), help="The published figures, with the corpus each was published on.")
-@click.option("--params", "params_file", default="params.yaml", show_default=True, type=click.Path(dir_okay=False),
-              help="Parameters file (its data.sha256 names the corpus this run trained on).")
+@params_option
 @click.option("--out", default="reports/claims.json", show_default=True, type=click.Path(dir_okay=False),
-              help="Where to write the verdicts.")
+              help="Where to write the verdicts (when some claims have not run here, only if given).")
 @click.option("--count-out", default=None, type=click.Path(dir_okay=False),
               help="Where to write how many findings hold and checks are exact, a DVC metric  "
                    "[default: claims_count.json beside --out]")
 @click.option("--strict", is_flag=True,
-              help="Exit 1 when a claim not marked known_to_fail fails or is inconclusive (CI checks the defaults "
-                   "this way).")
-@reports_errors
-def check(claims_file: str, metrics_file: str, gradients_file: str, runs_dir: str, reference_file: str,
-          params_file: str, out: str, count_out: str | None, strict: bool) -> None:
-    """Verify every finding and check against this run's reports and record the verdicts.
+              help="Exit 1 when a claim that ran, not marked known_to_fail, fails or is inconclusive (CI checks the "
+                   "defaults this way).")
+@click.pass_context
+def check(ctx: click.Context, claims_file: str, metrics_file: str, gradients_file: str, runs_dir: str,
+          reference_file: str, params_file: str, out: str, count_out: str | None, strict: bool) -> None:
+    """Verify every finding and check against what is here and record the verdicts.
 
     A finding depends on training results: over seed means it holds when its whole 95% interval lies on
     the claimed side (paired by seed where variants share their seeds; a tolerance is an equivalence
@@ -414,81 +465,40 @@ def check(claims_file: str, metrics_file: str, gradients_file: str, runs_dir: st
     about how many seeds would decide it. A check is deterministic arithmetic or an untrained probe. A
     claim that reads a figure published on another corpus is not comparable, and counts for nothing.
 
+    It works on what there is: a claim whose runs params.yaml plans but that have not run here (a fresh
+    clone has the committed reports, not the runs' curves; `make demo` trains two ablations) is listed as
+    "not run yet" with the command that would run them. The verdicts are then only printed, unless --out
+    is given: reports/claims.json keeps the whole run's.
+
     A claim that fails is a finding, not a broken pipeline: it is listed first, in words, and the
     command exits 0 unless --strict. A claim marked `known_to_fail` (it does not reproduce here, and
     the mark says why) is listed apart and never fails --strict; one that holds again is reported.
-    Exit status: 0 the verdicts are recorded; 1 with --strict, an unmarked claim fails or is
-    inconclusive; 2 the reports lack a run or value a claim needs, or the claims file is malformed (the
-    pipeline is broken, which says nothing about the findings)."""
-    import json
-    import textwrap
-
-    from blocklab.claims import (
-        MissingResult, Reports, check_claims, claims_count, count_in_words, failing_in_words, load_claims,
-        marked_in_words,
-    )
-    from blocklab.config import load_params
-    from blocklab.maps import lr_groups
-    from blocklab.reference import load_reference
+    Exit status: 0 the verdicts are recorded; 1 with --strict, an unmarked claim that ran fails or is
+    inconclusive; 2 the claims file is malformed or names a run params.yaml does not plan (the pipeline
+    is broken, which says nothing about the findings)."""
+    from blocklab.check import BrokenPipeline, check_reports, recorded, show
     from blocklab.results import write_json
 
-    def broken(message: str) -> click.ClickException:
-        error = click.ClickException(message)
+    try:
+        checked = check_reports(claims_file, metrics_file, gradients_file, runs_dir, reference_file, params_file)
+    except BrokenPipeline as err:
+        error = click.ClickException(str(err))
         error.exit_code = 2
-        return error
-
-    try:
-        claims = load_claims(claims_file)
-        reference = load_reference(reference_file)
-        params = load_params(params_file) if Path(params_file).exists() else None
-        corpus = None if params is None else params.data.sha256
-        groups = {} if params is None else lr_groups(params)
-    except BlocklabError as err:
-        raise broken(str(err)) from None
-    files = {}
-    for name, path in (("metrics", metrics_file), ("gradients", gradients_file)):
-        if not Path(path).exists():
-            raise broken(f"{path} does not exist: run `dvc repro` first")
-        files[name] = json.loads(Path(path).read_text())
-    try:
-        verdicts = check_claims(claims, Reports(files["metrics"], files["gradients"], reference, corpus,
-                                                Path(runs_dir) if Path(runs_dir).is_dir() else None, groups))
-    except MissingResult as err:
-        raise broken(f"cannot check the claims, the pipeline's reports are incomplete: {err}") from None
-    except BlocklabError as err:  # an expression that cannot be evaluated: the claims file is malformed
-        raise broken(str(err)) from None
-    write_json(Path(out), {k: {f: v for f, v in verdict.items() if f != "claim"} for k, verdict in verdicts.items()},
-               sort_keys=False)
-    count = claims_count(verdicts)
-    write_json(Path(count_out) if count_out else Path(out).with_name("claims_count.json"), count, sort_keys=False)
-    failing = failing_in_words(claims, verdicts)
-    known, now_hold = marked_in_words(claims, verdicts)
-    for lines, heading, colour in (
-            (failing, f"{len(failing)} claims fail or are inconclusive:", "red"),
-            (known, f"{len(known)} claims marked known_to_fail do not hold, as expected:", "yellow"),
-            (now_hold, f"{len(now_hold)} claims marked known_to_fail now hold (remove the mark?):", "yellow")):
-        if lines:
-            click.secho(heading, fg=colour, bold=True)
-            for line in lines:
-                click.echo(f"  - {line}")
-            click.echo()
-    width = max(len(k) for k in verdicts)
-    styles = {"holds": {"fg": "green"}, "fails": {"fg": "red", "bold": True},
-              "inconclusive": {"fg": "yellow", "bold": True}, "not comparable": {"fg": "blue"}}
-    click.echo(f"{'id':<{width}}  {'kind':<7}  {'verdict':<14}  {'measured':<28}  {'expected':<24}  "
-               f"{'interval':<22}  claim")
-    for cid, v in verdicts.items():
-        verdict = click.style(f"{v['verdict']:<14}", **styles[v["verdict"]])
-        interval = "" if v["interval"] is None else str(v["interval"])
-        claim = textwrap.shorten(v["claim"], 80)
-        click.echo(f"{cid:<{width}}  {v['kind']:<7}  {verdict}  {str(v['measured']):<28.28}  "
-                   f"{str(v['expected']):<24.24}  {interval:<22.22}  {claim}")
-    click.echo(f"\n{count_in_words(count)}; verdicts in {out}")
-    if failing and strict:
+        raise error from None
+    show(checked)
+    explicit = ctx.get_parameter_source("out") is not click.core.ParameterSource.DEFAULT
+    if checked.not_run and not explicit:
+        click.echo(f"not recorded: {out} keeps the whole run's verdicts (--out FILE records these)")
+    else:
+        write_json(Path(out), recorded(checked.verdicts), sort_keys=False)
+        write_json(Path(count_out) if count_out else Path(out).with_name("claims_count.json"), checked.count,
+                   sort_keys=False)
+        click.echo(f"verdicts in {out}")
+    if checked.failing and strict:
         raise SystemExit(1)
 
 
-@main.command()
+@main.command(short_help="Which findings a change moved, between revisions or experiments.")
 @click.argument("a", default="HEAD", required=False)
 @click.argument("b", default=None, required=False)
 @click.option("--markdown", is_flag=True, help="Print a Markdown report (for $GITHUB_STEP_SUMMARY or a PR comment).")
@@ -521,13 +531,13 @@ def diff(a: str, b: str | None, markdown: bool, fail_on_change: bool) -> None:
         raise SystemExit(1)
 
 
-@main.command()
+@main.command(short_help="Log every trained run to MLflow (the pipeline's last stage).")
 @click.option("--runs", "runs_dir", default="data/runs", show_default=True,
               type=click.Path(exists=True, file_okay=False), help="Trained runs (DVC outputs).")
 @click.option("--reports", "reports_dir", default="reports", show_default=True,
               type=click.Path(exists=True, file_okay=False), help="Where metrics.json and figures/ are.")
 @click.option("--tracking-uri", default=None, help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db).")
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file: str) -> None:
     """Log every trained run that MLflow does not have yet (never twice), each variant's seeds nested
@@ -559,7 +569,7 @@ def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file
                     fg="yellow", err=True)
 
 
-@main.command()
+@main.command(short_help="MLflow's UI on blocklab's runs, with where to compare them.")
 @click.option("--port", default=5000, show_default=True, help="Port on 127.0.0.1.")
 @click.option("--tracking-uri", default=None, help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db).")
 def ui(port: int, tracking_uri: str | None) -> None:

@@ -86,16 +86,16 @@ def _resolve(rev: str, repo: str) -> str:
 
 
 def check_reproduced(repo: str = ".") -> None:
-    """The workspace's reports must be its pipeline's: nothing `dvc status` reports out of date."""
-    from dvc.repo import Repo
+    """The workspace's reports must be its pipeline's: nothing `dvc status` reports out of date but outputs a
+    fresh clone has not made (its committed reports are then the commit's own; blocklab.pipeline_status)."""
+    from blocklab.pipeline_status import unexplained_changes
 
-    with Repo(repo) as dvc_repo:
-        stale = dvc_repo.status()
+    stale, _ = unexplained_changes(repo)
     if stale:
-        names = sorted(stale)
+        names = sorted({line.split(":")[0] for line in stale})
         raise DiffError(f"the workspace's reports are out of date with its dvc.lock, code or params ("
                         f"{', '.join(names[:3])}{'…' if len(names) > 3 else ''}: `dvc status`): run `dvc repro` "
-                        f"first, then compare")
+                        f"first, then compare (or compare two commits: `blocklab diff HEAD~1 HEAD`)")
 
 
 @dataclass

@@ -15,11 +15,13 @@ from blocklab.results import read_curve, read_metrics, read_timing, run_dir
 COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends no more than this below the unigram baseline (or above it)
 
 
-def collect(params: Params, runs_dir: Path, baselines: dict) -> tuple[dict, dict]:
-    """(metrics, timings) for every run params.yaml defines, keyed `<ablation>/<variant>/seed<k>` (a map's
-    `<map>/<variant>/<cell>/seed<k>`)."""
+def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | None = None) -> tuple[dict, dict]:
+    """(metrics, timings) for every run params.yaml defines (or only those of the ablations and maps `only`
+    names), keyed `<ablation>/<variant>/seed<k>` (a map's `<map>/<variant>/<cell>/seed<k>`)."""
     runs, timings = {}, {}
     for spec in params.specs() + params.map_specs():
+        if only is not None and spec.ablation not in only:
+            continue
         variant_dir = spec.directory(Path(runs_dir) / spec.ablation / spec.variant)
         for seed in spec.seeds:
             directory = run_dir(variant_dir, seed)

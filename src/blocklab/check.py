@@ -1,0 +1,129 @@
+"""`blocklab check`: every claim's verdict over what is here, recorded and shown.
+
+The DVC stage `check` runs it on a whole run's reports. Anywhere else it takes what there is: on a fresh clone,
+the committed reports without the runs' curves; after `make demo`, a few ablations' runs. A claim whose runs
+params.yaml plans but that have not run here is listed as "not run yet" with the command that would run them,
+and never counts as failing."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from blocklab.claims import (
+    NOT_RUN, MissingResult, Reports, check_claims, claims_count, count_in_words, failing_in_words, load_claims,
+    marked_in_words, planned_runs,
+)
+from blocklab.config import Params, load_params
+from blocklab.errors import BlocklabError
+from blocklab.maps import lr_groups
+from blocklab.reference import load_reference
+
+STYLES = {"holds": {"fg": "green"}, "fails": {"fg": "red", "bold": True},
+          "inconclusive": {"fg": "yellow", "bold": True}, "not comparable": {"fg": "blue"},
+          NOT_RUN: {"fg": "bright_black"}}
+
+
+class BrokenPipeline(BlocklabError):
+    """The claims cannot be evaluated: a malformed claims file, or a claim naming a run params.yaml does not
+    plan. Says nothing about the findings (exit status 2)."""
+
+
+@dataclass
+class Checked:
+    claims: list
+    verdicts: dict[str, dict]
+
+    @property
+    def count(self) -> dict[str, int]:
+        return claims_count(self.verdicts)
+
+    @property
+    def not_run(self) -> dict[str, list[str]]:
+        """{command: the claims it would let run}, for the claims not run yet."""
+        by_command: dict[str, list[str]] = {}
+        for cid, verdict in self.verdicts.items():
+            if verdict["verdict"] == NOT_RUN:
+                by_command.setdefault(verdict["command"], []).append(cid)
+        return by_command
+
+    @property
+    def failing(self) -> list[str]:
+        """The claims that ran and fail or are inconclusive, unmarked, in words."""
+        return failing_in_words(self.claims, self.verdicts)
+
+
+def verdicts_over(claims_file: str | Path, metrics: dict, gradients: dict | None, runs_dir: Path | None,
+                  reference_file: str | Path, params: Params | None) -> Checked:
+    """Every claim of `claims_file` evaluated over `metrics` (reports/metrics.json's shape), `gradients` (None:
+    not run here) and the runs' curves under `runs_dir`. Raises BrokenPipeline."""
+    try:
+        claims = load_claims(claims_file)
+        reference = load_reference(reference_file)
+        reports = Reports(metrics, gradients, reference, None if params is None else params.data.sha256,
+                          runs_dir if runs_dir is not None and runs_dir.is_dir() else None,
+                          {} if params is None else lr_groups(params), {} if params is None else planned_runs(params))
+        return Checked(claims, check_claims(claims, reports))
+    except MissingResult as err:  # a run params.yaml does not plan
+        raise BrokenPipeline(f"cannot check the claims: {err}") from None
+    except BlocklabError as err:  # a malformed claims file, reference or params, or an expression that cannot be evaluated
+        raise BrokenPipeline(str(err)) from None
+
+
+def check_reports(claims_file: str, metrics_file: str, gradients_file: str, runs_dir: str, reference_file: str,
+                  params_file: str) -> Checked:
+    """verdicts_over the pipeline's report files, as `blocklab check` reads them."""
+    params = load_params(params_file) if Path(params_file).exists() else None
+    if not Path(metrics_file).exists():
+        raise BrokenPipeline(f"{metrics_file} does not exist: run `dvc repro` first (a clone of blocklab has it "
+                             f"committed)")
+    gradients = json.loads(Path(gradients_file).read_text()) if Path(gradients_file).exists() else None
+    return verdicts_over(claims_file, json.loads(Path(metrics_file).read_text()), gradients, Path(runs_dir),
+                         reference_file, params)
+
+
+def recorded(verdicts: dict[str, dict]) -> dict[str, dict]:
+    """reports/claims.json's entries: a verdict without its words (claims.yaml has them)."""
+    return {cid: {field: value for field, value in verdict.items() if field != "claim"}
+            for cid, verdict in verdicts.items()}
+
+
+def show(checked: Checked, echo: Callable[..., None] = click.secho, not_run_details: bool = True) -> None:
+    """What `blocklab check` prints: the claims that fail first, in words; the marked ones; the table of every
+    claim that ran; the claims not run yet, with the commands that would run them (`not_run_details`; else
+    how many); the count."""
+    failing = checked.failing
+    known, now_hold = marked_in_words(checked.claims, checked.verdicts)
+    for lines, heading, colour in (
+            (failing, f"{len(failing)} claims fail or are inconclusive:", "red"),
+            (known, f"{len(known)} claims marked known_to_fail do not hold, as expected:", "yellow"),
+            (now_hold, f"{len(now_hold)} claims marked known_to_fail now hold (remove the mark?):", "yellow")):
+        if lines:
+            echo(heading, fg=colour, bold=True)
+            for line in lines:
+                echo(f"  - {line}")
+            echo()
+    ran = {cid: v for cid, v in checked.verdicts.items() if v["verdict"] != NOT_RUN}
+    if ran:
+        width = max(len(k) for k in ran)
+        echo(f"{'id':<{width}}  {'kind':<7}  {'verdict':<14}  {'measured':<28}  {'expected':<24}  "
+             f"{'interval':<22}  claim")
+        for cid, v in ran.items():
+            interval = "" if v["interval"] is None else str(v["interval"])
+            echo(f"{cid:<{width}}  {v['kind']:<7}  " + click.style(f"{v['verdict']:<14}", **STYLES[v["verdict"]])
+                 + f"  {str(v['measured']):<28.28}  {str(v['expected']):<24.24}  {interval:<22.22}  "
+                   f"{textwrap.shorten(v['claim'], 80)}")
+    if checked.not_run:
+        total = sum(map(len, checked.not_run.values()))
+        echo(f"\n{total} claims not run yet here" + ("; what would run them:" if not_run_details else
+                                                      " (`make repro` runs them all)"), fg="bright_black", bold=True)
+        if not_run_details:
+            for command, ids in checked.not_run.items():
+                echo(f"  {command:<48}  {len(ids)} claims: {textwrap.shorten(', '.join(ids), 60)}")
+            echo("  (`make repro` runs the whole plan: every claim)")
+    echo(f"\n{count_in_words(checked.count)}")

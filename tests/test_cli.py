@@ -1,0 +1,45 @@
+"""The `blocklab` command behaves as a command-line tool is expected to: --version, one-line help for every
+command with users' and developers' commands apart, one --params option everywhere, and commands that explain
+what they need on a fresh clone instead of failing."""
+
+from importlib.metadata import version
+
+import click
+from click.testing import CliRunner
+
+from blocklab.cli import SECTIONS, main
+
+
+def test_version_is_the_installed_packages():
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and result.output == f"blocklab {version('blocklab')}\n"
+
+
+def test_help_lists_every_command_once_under_a_heading_with_a_whole_line_of_help():
+    text = CliRunner().invoke(main, ["--help"], terminal_width=100).output
+    listed = [name for names in SECTIONS.values() for name in names]
+    assert sorted(listed) == sorted(main.commands)  # every command in one section, none twice
+    for heading in SECTIONS:
+        assert f"\n{heading}:\n" in text
+    assert text.index("For blocklab's developers:") > text.index("Look at the results:")
+    assert text.index("  bench ") > text.index("For blocklab's developers:")
+    for name, command in main.commands.items():
+        assert command.short_help and not command.short_help.endswith("..."), name
+        line = next(line for line in text.splitlines() if line.startswith(f"  {name} "))
+        assert line.rstrip().endswith(command.short_help), line  # whole, on one line
+
+
+def test_every_params_option_is_the_same_file_option_with_the_same_help():
+    options = [(name, p) for name, command in main.commands.items() for p in command.params if p.name == "params_file"]
+    assert len(options) >= 7
+    for name, option in options:
+        assert option.opts == ["--params"] and option.default == "params.yaml", name
+        assert isinstance(option.type, click.Path) and not option.type.dir_okay, name
+        assert option.help == options[0][1].help, name
+
+
+def test_store_on_a_fresh_clone_says_there_is_no_store_yet(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["store"])
+    assert result.exit_code == 0, result.output
+    assert "no run store yet" in result.output and "make demo" in result.output
