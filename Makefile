@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# torch comes first, on its own: PyPI's Linux wheel of torch is the CUDA build (several GB). On a
-# CPU-only machine pass PyTorch's CPU wheel index: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# (a CUDA machine: the index of its CUDA version, e.g. .../whl/cu128, or none for PyPI's CUDA build).
+# torch comes first, on its own, and by itself the right build: on a machine with an NVIDIA GPU PyPI's (the CUDA
+# build); on Linux without one PyTorch's CPU index, unless pip's own configuration already offers the CPU build
+# (src/blocklab/torch_index.py). Override: TORCH_INDEX=<index URL>, or TORCH_INDEX= for pip's configured index.
 TORCH       ?= torch==2.13.0
-TORCH_INDEX ?=
+TORCH_INDEX ?= auto
 # Where everything else comes from (default: pip's own configuration, normally PyPI).
 INDEX_URL   ?=
 # The versions that produced the committed dvc.lock and reports/ (regenerate: see its first lines).
@@ -19,7 +19,9 @@ export PATH := $(abspath $(BIN)):$(PATH)
 $(BIN)/blocklab: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	index="$(TORCH_INDEX)"; \
+	if [ "$$index" = auto ]; then index=$$($(BIN)/python src/blocklab/torch_index.py "$(TORCH)" $(if $(INDEX_URL),--index-url $(INDEX_URL))); fi; \
+	$(BIN)/python -m pip install --quiet $${index:+--index-url $$index} "$(TORCH)"
 	$(BIN)/python -m pip install --quiet $(if $(INDEX_URL),--index-url $(INDEX_URL)) -c $(LOCK) -e ".[test,team,cluster]"
 	touch $@
 
