@@ -11,7 +11,7 @@ import yaml
 from conftest import ROOT
 
 KNOB = "ablations.norm_order.train.lr=1e-05"  # so small that pre-norm learns nothing in 12 steps
-STATISTICS = {"val_loss_mean", "val_loss_ci95", "train_loss_mean", "train_loss_ci95", "collapsed", "diverged"}
+STATISTICS = {"val_loss_mean", "val_loss_ci95", "train_loss_mean", "train_loss_ci95", "collapsed", "blown_up"}
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,8 @@ def reports(overrides: dict, runs_dir: Path | None = None) -> Reports:
         cell = overrides.get(spec.name, Cell(2.2))
         for seed, value, attn in zip(spec.seeds, cell.final(len(spec.seeds)), cell.attn(len(spec.seeds))):
             runs[spec.key(seed)] = {**{field: value for field in FIELDS}, "val_loss_init": 4.2,
-                                    "collapsed": cell.collapsed, "diverged": cell.diverged,
+                                    "collapsed": cell.collapsed and not cell.diverged, "blown_up": cell.diverged,
+                                    "diverged": cell.diverged,
                                     "attn_logit_max": attn, "logit_log_z": cell.log_z}
             if cell.diverged:
                 runs[spec.key(seed)].update(val_loss=None, train_loss_last25=None)

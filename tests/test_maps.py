@@ -153,7 +153,9 @@ def made_up_runs(params, outcome) -> dict:
             loss, collapsed, diverged = outcome(spec.variant, spec.train.lr, spec.train.warmup, seed)
             # a diverged run's last evaluation, before the step that broke, can be a finite 1e9 (seen here)
             runs[spec.key(seed)] = {"val_loss": 1e9 if diverged else loss, "val_loss_init": 4.2 + 0.01 * seed,
-                                    "collapsed": collapsed, "diverged": diverged}
+                                    # as the evaluate stage records it: a diverged run blew up, it did not collapse
+                                    "collapsed": collapsed and not diverged, "blown_up": diverged,
+                                    "diverged": diverged}
     return runs
 
 
@@ -195,7 +197,7 @@ def test_the_cell_table_counts_collapsed_and_diverged_seeds_per_cell():
     cells = cell_table(runs_frame(params, "m", {"runs": made_up_runs(params, fragile_post)}))
     assert len(cells) == 12
     top = cells[(cells["variant"] == "post") & (cells["cell"] == "lr0.1_w0")].iloc[0]
-    assert (top["collapsed"], top["diverged"], top["trained"], top["seeds"]) == (1, 1, 0, 2)  # diverged: not both
+    assert (top["collapsed"], top["blown_up"], top["diverged"], top["trained"], top["seeds"]) == (1, 1, 1, 0, 2)
     assert top["val_loss_mean"] == pytest.approx(3.3)  # the seed that did not diverge
     fine = cells[(cells["variant"] == "pre") & (cells["cell"] == "lr0.01_w10")].iloc[0]
     assert fine["val_loss_mean"] == pytest.approx(2.205) and fine["trained"] == 2
@@ -268,7 +270,7 @@ def test_every_kind_of_map_figure_draws_from_made_up_results_with_their_attentio
     for spec in params.map_specs():
         for seed in spec.seeds:
             loss = {0.001: 2.5, 0.01: 2.2, 0.1: 2.4 if spec.model.d_model == 32 else 3.3}[spec.train.lr] + 0.01 * seed
-            runs[spec.key(seed)] = {"val_loss": loss, "val_loss_init": 4.2, "collapsed": loss > 3.2, "diverged": False,
+            runs[spec.key(seed)] = {"val_loss": loss, "val_loss_init": 4.2, "collapsed": loss > 3.2, "blown_up": False, "diverged": False,
                                     "attn_logit_max": 10 * (1 + 1000 * spec.train.lr) * (1 + seed), "logit_log_z": 5.0}
     metrics = {"runs": runs, "baselines": {"unigram_val": 3.35}}
     summary = map_summary(params, metrics)
@@ -317,10 +319,11 @@ def test_a_blown_up_cell_sits_on_the_edge_of_the_learning_rate_figures_with_its_
         for seed in spec.seeds:
             blown = spec.model.d_model == 64 and spec.train.lr == 0.1
             runs[spec.key(seed)] = {"val_loss": 16.0 + seed if blown else 2.3, "val_loss_init": 4.2,
-                                    "collapsed": False, "diverged": False, "attn_logit_max": 5.0, "logit_log_z": 5.0}
+                                    "collapsed": False, "blown_up": blown, "diverged": False, "attn_logit_max": 5.0,
+                                    "logit_log_z": 5.0}
     metrics = {"runs": runs, "baselines": {"unigram_val": 3.35}}
     figures = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(plots, "_save", lambda fig, path, **_: figures.append(fig) or path)
     plots.map_outputs(params, "m", metrics, tmp_path, map_summary(params, metrics))
     assert len(figures) == 2
     for fig in figures:
@@ -328,3 +331,46 @@ def test_a_blown_up_cell_sits_on_the_edge_of_the_learning_rate_figures_with_its_
             assert ax.get_ylim()[1] == pytest.approx(3.35 + plots.OFF_SCALE)
             assert max(max(line.get_ydata()) for line in ax.lines) <= 3.35 + plots.OFF_SCALE
         assert [t.get_text() for ax in fig.axes for t in ax.texts] == ["16.5", "16.5"]  # a panel per variant / group
+
+
+def test_the_heatmaps_scale_is_set_by_the_cells_that_trained_and_failed_cells_are_drawn_apart(tmp_path, monkeypatch):
+    """One seed's blow-up (a loss of 1,324) no longer sets the colour scale that every other cell is read on: the
+    scale spans the cells where every seed trained; a cell where every seed blew up is red, one where every seed
+    collapsed grey, each saying so, and a cell where one seed of two failed says how many."""
+    import matplotlib
+
+    from blocklab import plots
+
+    params = parse_params(a_map())
+
+    def outcome(variant, lr, warmup, seed):  # (val_loss, collapsed, blown_up)
+        if variant == "post" and lr == 0.1:
+            return (1324.0 + seed, False, True)
+        if variant == "pre" and lr == 0.1:
+            return (3.35, True, False)
+        if variant == "pre" and lr == 0.01 and warmup == 0:
+            return ((2.3, False, False) if seed == 0 else (3.4, True, False))
+        return (2.2 + lr + 0.01 * seed, False, False)
+
+    runs = {}
+    for spec in params.map_specs():
+        for seed in spec.seeds:
+            loss, collapsed, blown_up = outcome(spec.variant, spec.train.lr, spec.train.warmup, seed)
+            runs[spec.key(seed)] = {"val_loss": loss, "val_loss_init": 4.2, "collapsed": collapsed,
+                                    "blown_up": blown_up, "diverged": False, "attn_logit_max": 5.0, "logit_log_z": 5.0}
+    metrics = {"runs": runs, "baselines": {"unigram_val": 3.35, "unigram": 3.3, "uniform": 4.17}}
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path, **_: figures.append(fig) or path)
+    cells = cell_table(runs_frame(params, "m", metrics))
+    plots.map_heatmaps(cells, metrics["baselines"], "m", tmp_path / "heatmap.png")
+    (fig,) = figures
+    panels = [ax for ax in fig.axes if ax.images]
+    (bar,) = [ax for ax in fig.axes if not ax.images and ax.collections]  # the colour bar
+    low, high = bar.get_ylim()
+    assert low == pytest.approx(2.206) and high == pytest.approx(2.215)  # the cells that trained, not 1,324
+    texts = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in panels}
+    assert texts["post"].count("1,324\nblew up") == 2 and "1,324" not in " ".join(texts["pre"])
+    assert texts["pre"].count("3.35\ncollapsed") == 2 and "2.85\n× 1/2" in texts["pre"]
+    image = panels[0].images[0].get_array()
+    assert tuple(image[0, 2]) == pytest.approx(matplotlib.colors.to_rgba(plots.BLOWN_UP_COLOUR))
+    assert tuple(panels[1].images[0].get_array()[1, 2]) == pytest.approx(matplotlib.colors.to_rgba(plots.COLLAPSED_COLOUR))

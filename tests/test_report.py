@@ -46,7 +46,7 @@ def runs(**losses) -> pd.DataFrame:
         for seed, loss in enumerate(values):
             rows.append({"label": label, "seed": seed, "train_loss_last25": loss, "val_loss": loss + 0.02,
                          "collapsed": abs(loss - 3.3) <= 0.05, "n_layers": 6, "residual": True,
-                         "n_params": 1000, "share_feed_forward": 0.6, "diverged": False,
+                         "n_params": 1000, "share_feed_forward": 0.6, "diverged": False, "blown_up": False,
                          "diverged_at_step": None})
     return pd.DataFrame(rows)
 

@@ -3,7 +3,8 @@
 A map's cells are its variants crossed with its axes (`Params.cells`); each (variant, cell, seed) is a run
 `<map>/<variant>/<cell>/seed<k>`, trained by the train stage like any other. This module reads them back:
 
-- per cell, the seed-mean final validation loss with its spread, and how many seeds collapsed or diverged
+- per cell, the seed-mean final validation loss with its spread, and how many seeds collapsed, blew up or
+  diverged
   (reports/maps/<map>_cells.csv, a `dvc plots` source, and the heatmaps);
 - per variant and *group* (a group: the cells that share every axis value but the learning rate, e.g.
   `w0`, no warmup), the learning-rate sensitivity of Wortsman et al. 2023 (*Small-scale proxies for
@@ -15,10 +16,10 @@ A map's cells are its variants crossed with its axes (`Params.cells`); each (var
   validation loss at initialisation (measured before the first step of each run) and l* the best final
   loss on the grid; computed per seed, so that two variants compare paired by seed. Beside it the best
   learning rate (the lowest seed-mean final loss) and the range of learning rates at which no seed
-  collapses or diverges (reports/maps.json, which `dvc exp show` lists).
+  collapses or blows up (reports/maps.json, which `dvc exp show` lists).
 
-A run *trains* when it neither diverged nor collapsed (its final training loss ends no more than
-`report.COLLAPSE_MARGIN` below the unigram baseline). A grid where nothing trains has a small LR
+A run *trains* when it neither collapsed (its final training loss ends no more than `report.COLLAPSE_MARGIN`
+below the unigram baseline) nor blew up (not finite, or far above the uniform guess: `report.outcome`). A grid where nothing trains has a small LR
 sensitivity by this definition (every loss sits near l*): its trainable range, empty, says so.
 """
 
@@ -81,8 +82,9 @@ def lr_groups(params: Params) -> dict[str, dict[str, list[tuple[float, str]]]]:
 
 
 def trains(run: dict) -> bool:
-    """A run trains when it neither diverged nor collapsed (reports/metrics.json's `collapsed`)."""
-    return not run.get("diverged") and not run.get("collapsed") and run.get("val_loss") is not None
+    """A run trains when it neither collapsed nor blew up (reports/metrics.json's `collapsed`, `blown_up`)."""
+    return not run.get("diverged") and not run.get("collapsed") and not run.get("blown_up") \
+        and run.get("val_loss") is not None
 
 
 def _seeds_of(runs: dict, cell: str) -> dict[int, dict]:
@@ -134,16 +136,16 @@ def runs_frame(params: Params, name: str, metrics: dict) -> pd.DataFrame:
                          "seed": seed, "val_loss": None if run["diverged"] else run["val_loss"],
                          "val_loss_init": run["val_loss_init"],
                          **{probe: run.get(probe) for probe in PROBES},
-                         "collapsed": bool(run["collapsed"]), "diverged": bool(run["diverged"]),
-                         "trains": trains(run)})
+                         "collapsed": bool(run["collapsed"]), "blown_up": bool(run["blown_up"]),
+                         "diverged": bool(run["diverged"]), "trains": trains(run)})
     return pd.DataFrame(rows)
 
 
 def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (variant, cell): the seed-mean final validation loss, its 95% half-width and range over
-    the seeds that recorded one, and how many seeds collapsed, diverged and trained."""
-    keys = [c for c in runs.columns if c not in ("seed", "val_loss", "val_loss_init", "collapsed", "diverged",
-                                                 "trains", *PROBES)]
+    the seeds that recorded one, and how many seeds collapsed, blew up (diverged included), diverged and trained."""
+    keys = [c for c in runs.columns if c not in ("seed", "val_loss", "val_loss_init", "collapsed", "blown_up",
+                                                 "diverged", "trains", *PROBES)]
     rows = []
     for values, group in runs.groupby(keys, sort=False):
         losses = group["val_loss"].dropna().astype(float)
@@ -152,8 +154,7 @@ def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
                      "val_loss_ci95": round(half_width(losses), 6) if len(losses) > 1 else None,
                      "val_loss_min": round(float(losses.min()), 6) if len(losses) else None,
                      "val_loss_max": round(float(losses.max()), 6) if len(losses) else None,
-                     # a diverged run's last losses are huge: it counts as diverged, not also as collapsed
-                     "collapsed": int((group["collapsed"] & ~group["diverged"]).sum()),
+                     "collapsed": int(group["collapsed"].sum()), "blown_up": int(group["blown_up"].sum()),
                      "diverged": int(group["diverged"].sum()), "trained": int(group["trains"].sum()),
                      # blocklab.diagnostics at the last evaluation, seed means (6 significant figures: the
                      # attention logit spans orders of magnitude)
@@ -168,7 +169,7 @@ def _significant(value: float, figures: int = 6) -> float | None:
 def map_summary(params: Params, metrics: dict, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, dict]:
     """reports/maps.json, what `dvc exp show` lists of each map: per `<map>/<variant>/<group>`, the seed-mean
     LR sensitivity with its 95% half-width, the best learning rate, and the smallest and largest learning
-    rate at which no seed collapses or diverges (absent when there is none). `tables`: each map's
+    rate at which no seed collapses or blows up (absent when there is none). `tables`: each map's
     `cell_table`, if already made (`write_tables` returns them)."""
     tables = tables or {name: cell_table(runs_frame(params, name, metrics)) for name in params.maps}
     indexed = {name: table.set_index(["variant", "cell"]) for name, table in tables.items()}
@@ -241,7 +242,7 @@ def map_section(params: Params, name: str, summary: dict[str, dict], figures: di
                      else "none")
         best = f"{entry['best_lr']:g}" if "best_lr" in entry else "none"
         rows.append(f"| {plan.labels.get(variant, variant)} | {words[group]} | {sensitivity} | {best} | {trainable} |")
-    table = ("| variant | cells | LR sensitivity | best lr | lr where no seed collapses or diverges |\n"
+    table = ("| variant | cells | LR sensitivity | best lr | lr where no seed collapses or blows up |\n"
              "|---|---|---|---|---|\n" + "\n".join(rows)) if rows else ""
     images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures.items())
     return (f"## Map: {name}\n\n{plan.description}\n\nAxes: {axes}; seeds {', '.join(map(str, plan.seeds))}; "

@@ -16,7 +16,7 @@ from blocklab.intervals import half_width  # noqa: E402
 from blocklab.maps import LR_FIELD, cell_table  # noqa: E402
 from blocklab.maps import runs_frame as map_runs_frame  # noqa: E402
 from blocklab.reference import published  # noqa: E402
-from blocklab.report import curves_frame, plot_table, runs_frame  # noqa: E402
+from blocklab.report import BLOWN_UP_MARGIN, curves_frame, plot_table, runs_frame  # noqa: E402
 
 SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
 LOSS_LABEL = "loss (nats per character)"
@@ -30,12 +30,34 @@ def _baselines(ax, baselines: dict) -> None:
                label=f"uniform guess, ln V = {baselines['uniform']:.3f}")
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig, path: Path, dpi: int = 110) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
+
+
+LINE_STYLES = ["-", "--", "-.", ":"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
+def _styles(count: int) -> list[dict]:
+    """A style per line: colours alone for a few, and beyond four a line style and a marker each too, so that
+    lines that run close together can still be told apart."""
+    if count <= 4:
+        return [{"color": f"C{i}"} for i in range(count)]
+    return [{"color": f"C{i % 10}", "ls": LINE_STYLES[i % len(LINE_STYLES)], "marker": MARKERS[i % len(MARKERS)],
+             "markevery": 0.1, "ms": 5} for i in range(count)]
+
+
+def _heading(name: str, what: str, description: str | None) -> str:
+    """A figure's title: what it shows, then the ablation's description in at most two more lines."""
+    if not description:
+        return f"{name}: {what}"
+    return f"{name}: {what}\n" + textwrap.fill(textwrap.shorten(description, 2 * TITLE_WIDTH, placeholder=" …"),
+                                                TITLE_WIDTH)
 
 
 def _band(ax, curves: pd.DataFrame, column: str, label: str, smooth: bool = True, **style) -> None:
@@ -43,26 +65,30 @@ def _band(ax, curves: pd.DataFrame, column: str, label: str, smooth: bool = True
     wide = curves.pivot_table(index="step", columns="seed", values=column)
     if smooth:
         wide = wide.rolling(SMOOTHING, min_periods=1).mean()
-    line, = ax.plot(wide.index, wide.mean(axis=1), label=label, **style)
+    line, = ax.plot(wide.index, wide.mean(axis=1), label=label, lw=1.3, **style)
     if wide.shape[1] > 1:
         ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=line.get_color(), alpha=0.2, lw=0)
 
 
 def loss_curves(curves: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    labels = list(dict.fromkeys(curves["label"]))
     fig, ax = plt.subplots(figsize=(8, 5))
-    for label, group in curves.groupby("label", sort=False):
-        _band(ax, group, "loss", label)
+    for (label, group), style in zip(curves.groupby("label", sort=False), _styles(len(labels))):
+        _band(ax, group, "loss", label, **style)
     _baselines(ax, baselines)
-    ax.set(title=title, xlabel="training step", ylabel=f"training {LOSS_LABEL}")
+    ax.set_title(title, fontsize=10)
+    ax.set(xlabel="training step", ylabel=f"training {LOSS_LABEL}")
     ax.legend(fontsize=8, title=f"seed mean, {SMOOTHING}-step smoothing; band = seed range", title_fontsize=8)
     return _save(fig, path)
 
 
 def grad_norm_curves(curves: pd.DataFrame, title: str, path: Path) -> Path:
+    labels = list(dict.fromkeys(curves["label"]))
     fig, ax = plt.subplots(figsize=(8, 5))
-    for label, group in curves.groupby("label", sort=False):
-        _band(ax, group, "grad_norm", label)
-    ax.set(title=title, xlabel="training step", ylabel="gradient norm, all parameters (log scale)", yscale="log")
+    for (label, group), style in zip(curves.groupby("label", sort=False), _styles(len(labels))):
+        _band(ax, group, "grad_norm", label, **style)
+    ax.set_title(title, fontsize=10)
+    ax.set(xlabel="training step", ylabel="gradient norm, all parameters (log scale)", yscale="log")
     ax.legend(fontsize=8, title=f"seed mean, {SMOOTHING}-step smoothing; band = seed range", title_fontsize=8)
     return _save(fig, path)
 
@@ -219,7 +245,7 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
                      out_dir: Path, published: dict[str, float] | None = None) -> dict[str, Path]:
     """Every figure of one ablation: loss curves, gradient norms, final losses, and its extra kinds;
     `published` marks the lesson's figures by variant on the ladder (none on another corpus)."""
-    title = textwrap.fill(ablation.description or name, TITLE_WIDTH)
+    title = _heading(name, "training loss", ablation.description)
     figures = {
         "loss": loss_curves(curves, baselines, title, out_dir / f"{name}_loss.png"),
         "grad_norm": grad_norm_curves(curves, f"{name}: gradient norm during training",
@@ -228,7 +254,8 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
                               out_dir / f"{name}_final.png"),
     }
     extras = {
-        "param_shares": lambda: parameters_and_shares(runs, title, out_dir / f"{name}_params.png"),
+        "param_shares": lambda: parameters_and_shares(runs, _heading(name, "parameters", ablation.description),
+                                                      out_dir / f"{name}_params.png"),
         "depth": lambda: loss_by_depth(runs, baselines, f"{name}: final loss vs depth", out_dir / f"{name}_depth.png"),
         "train_val": lambda: train_vs_validation(curves, baselines, f"{name}: training vs validation loss",
                                                  out_dir / f"{name}_train_val.png"),
@@ -262,59 +289,103 @@ def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: d
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}
 
 
+COLLAPSED_COLOUR, BLOWN_UP_COLOUR = "0.82", "#e8a09a"  # cells where no seed trained: apart from the scale
+
+
+def _panels(count: int, width: float, height: float, columns: int = 2, **options):
+    """A figure of `count` panels, at most `columns` a row (legible at a README's 800 px), the spare ones hidden;
+    returns (figure, the panels in reading order)."""
+    import math
+
+    columns = min(columns, count)
+    rows = math.ceil(count / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False,
+                             layout="constrained", **options)
+    panels = [ax for row in axes for ax in row]
+    for spare in panels[count:]:
+        spare.set_visible(False)
+    return fig, panels[:count]
+
+
+def _compact(value: float) -> str:
+    """A loss as a cell holds it: 2.34, 12.3, 1,325."""
+    return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+def _heatmap_cell(cell, norm, colours) -> tuple[object, str]:
+    """(colour, text) of one map cell: on the scale where a seed trained, else grey (every seed collapsed) or red
+    (every seed blew up); seeds that did not train are counted in words."""
+    seeds, mean = int(cell["seeds"]), cell["val_loss_mean"]
+    collapsed, blown_up = int(cell["collapsed"]), int(cell["blown_up"])
+    if collapsed == seeds:
+        return COLLAPSED_COLOUR, f"{_compact(mean)}\ncollapsed"
+    if blown_up == seeds:
+        return BLOWN_UP_COLOUR, "diverged" if mean is None or mean != mean else f"{_compact(mean)}\nblew up"
+    failed = collapsed + blown_up
+    return colours(norm(mean)), _compact(mean) + (f"\n× {failed}/{seeds}" if failed else "")
+
+
 def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
-    """One panel per variant: learning rate (columns) x the other axes (rows, e.g. warmup); colour = seed-mean
-    final validation loss on one scale for every panel, the unigram baseline marked on the colour bar; a
-    cell where a seed collapsed or diverged is marked with how many did."""
+    """One panel per variant: learning rate (columns) x the other axes (rows, e.g. warmup). Colour: the seed-mean
+    final validation loss, on a scale set by the cells where every seed trained (a cell above it shows the
+    scale's top, its value written); a cell where every seed collapsed is grey, one where every seed blew up
+    red, and a cell where some seeds did not train says how many."""
     import numpy as np
+    from matplotlib.colors import Normalize
+    from matplotlib.patches import Patch
 
     variants = list(dict.fromkeys(cells["label"]))
     lrs = sorted(cells["lr"].unique())
     groups = list(dict.fromkeys(cells["group"]))
     words = dict(zip(cells["group"], cells["group_label"]))
-    recorded = cells["val_loss_mean"].dropna()
-    low, high = float(recorded.min()), max(float(recorded.max()), baselines["unigram_val"] + 0.05)
-    fig, axes = plt.subplots(1, len(variants), figsize=(3.2 * len(variants) + 1.2, 1.1 * len(groups) + 1.9),
-                             squeeze=False, sharey=True)
-    image = None
-    for ax, label in zip(axes[0], variants):
+    trained = cells.loc[cells["trained"] == cells["seeds"], "val_loss_mean"].dropna()
+    scale = trained if len(trained) else cells["val_loss_mean"].dropna()
+    norm = Normalize(float(scale.min()), float(scale.max()), clip=True)
+    colours = matplotlib.colormaps["viridis_r"]
+    fig, panels = _panels(len(variants), 0.62 * len(lrs) + 1.0, 0.48 * len(groups) + 1.0, sharey=True)
+    for ax, label in zip(panels, variants):
         mine = cells[cells["label"] == label].set_index(["group", "lr"])
-        grid = np.array([[mine.loc[(g, lr), "val_loss_mean"] if (g, lr) in mine.index else np.nan for lr in lrs]
-                         for g in groups], dtype=float)
-        colours = matplotlib.colormaps["viridis_r"].with_extremes(bad="0.85")  # grey: every seed diverged
-        image = ax.imshow(grid, cmap=colours, vmin=low, vmax=high, aspect="auto")
+        image = np.ones((len(groups), len(lrs), 4))
         for i, g in enumerate(groups):
             for j, lr in enumerate(lrs):
                 if (g, lr) not in mine.index:
                     continue
-                cell = mine.loc[(g, lr)]
-                failed = int(cell["seeds"]) - int(cell["trained"])
-                text = "diverged" if np.isnan(grid[i, j]) else f"{grid[i, j]:.2f}"
-                if failed:
-                    text += f"\n× {failed}/{int(cell['seeds'])}"
-                light = np.isnan(grid[i, j]) or grid[i, j] < (low + high) / 2  # yellow end of the scale, or grey
-                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="black" if light else "white")
-        ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs], fontsize=7)
+                colour, text = _heatmap_cell(mine.loc[(g, lr)], norm, colours)
+                image[i, j] = matplotlib.colors.to_rgba(colour)
+                dark = np.dot(image[i, j, :3], [0.299, 0.587, 0.114]) < 0.5
+                ax.text(j, i, text, ha="center", va="center", fontsize=7, linespacing=1.1,
+                        color="white" if dark else "black")
+        ax.imshow(image, aspect="auto")
+        ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs], fontsize=8)
         ax.set_yticks(range(len(groups)), [words[g] for g in groups], fontsize=8)
-        ax.set(title=label, xlabel="learning rate")
-    bar = fig.colorbar(image, ax=axes[0].tolist(), shrink=0.9, pad=0.02)
-    bar.set_label("final validation loss, seed mean", fontsize=8)
-    bar.ax.axhline(baselines["unigram_val"], color="red", lw=2)
-    bar.ax.text(1.05, baselines["unigram_val"], " unigram", transform=bar.ax.get_yaxis_transform(), color="red",
-                fontsize=7, va="center")
-    fig.suptitle(textwrap.fill(title + " (× k/n: k of n seeds collapsed or diverged)", TITLE_WIDTH + 40),
-                 fontsize=10)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("learning rate", fontsize=8)
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm, colours), ax=panels, shrink=0.9, extend="max")
+    bar.set_label(f"final validation loss, seed mean (scale: the cells\nwhere every seed trained, "
+                  f"{norm.vmin:.2f} to {norm.vmax:.2f})", fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    fig.legend(handles=[Patch(color=COLLAPSED_COLOUR, label=f"every seed collapsed (to the unigram baseline, "
+                                                            f"{baselines['unigram_val']:.2f})"),
+                        Patch(color=BLOWN_UP_COLOUR, label=f"every seed blew up (ln V + {BLOWN_UP_MARGIN:g} or "
+                                                           f"more) or diverged (not finite)"),
+                        Patch(color="white", label="× k/n: k of n seeds collapsed or blew up")],
+               loc="outside lower center", ncol=2, fontsize=8, frameon=False)
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    return _save(fig, path)
 
 
 OFF_SCALE = 1.0  # nats above the unigram baseline where a learning-rate figure's axis stops
 
 
+def _shared_legend(fig, panels, title: str) -> None:
+    """One legend for every panel (their lines are the same), below them."""
+    handles, labels = panels[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize=8, title=title,
+               title_fontsize=8, frameon=False)
+
+
 def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, panels: str, lines: str,
-              legend_baseline: str, width: float, height: float) -> Path:
+              legend_baseline: str) -> Path:
     """Final validation loss against learning rate (log axis): a panel per value of `panels`, a line per value
     of `lines` (columns of the cell table), the seeds' range as a band, the unigram baseline dashed."""
     values = list(dict.fromkeys(cells[panels]))
@@ -322,42 +393,45 @@ def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, pane
     # the axis stops at OFF_SCALE above the baseline and such a cell is a triangle on the edge with its value.
     top = baselines["unigram_val"] + OFF_SCALE
     clipped = bool((cells["val_loss_max"] > top).any())
-    fig, axes = plt.subplots(1, len(values), figsize=(width * len(values), height), squeeze=False, sharey=True)
-    for ax, value in zip(axes[0], values):
+    fig, axes = _panels(len(values), 4.2, 3.3, sharey=True)
+    for ax, value in zip(axes, values):
         mine = cells[cells[panels] == value]
         for label, curve in mine.groupby(lines, sort=False):
             curve = curve.sort_values("lr")
-            line, = ax.plot(curve["lr"], curve["val_loss_mean"].clip(upper=top), marker="o", label=label)
+            line, = ax.plot(curve["lr"], curve["val_loss_mean"].clip(upper=top), marker="o", ms=4, label=label)
             ax.fill_between(curve["lr"], curve["val_loss_min"].clip(upper=top), curve["val_loss_max"].clip(upper=top),
                             color=line.get_color(), alpha=0.2, lw=0)
             for lr, loss in zip(curve["lr"], curve["val_loss_mean"]):
                 if loss > top:
-                    ax.plot([lr], [top], marker="^", ms=9, color=line.get_color(), clip_on=False)
-                    ax.annotate(f"{loss:.1f}", (lr, top), textcoords="offset points", xytext=(-6, -14), fontsize=7,
+                    ax.plot([lr], [top], marker="^", ms=8, color=line.get_color(), clip_on=False)
+                    ax.annotate(_compact(loss), (lr, top), textcoords="offset points", xytext=(-6, -12), fontsize=7,
                                 ha="right", color=line.get_color())
         if clipped:
             ax.set_ylim(top=top)
         ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1, label=legend_baseline)
         ax.set_xscale("log")
-        title_of = mine["group_label"].iloc[0] if panels == "group" else value
-        ax.set(title=title_of, xlabel="learning rate", ylabel=f"final validation {LOSS_LABEL}")
-        ax.legend(fontsize=7, title="seed mean; band = seed range", title_fontsize=7)
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH + 40), fontsize=10)
-    return _save(fig, path)
+        ax.set_title(mine["group_label"].iloc[0] if panels == "group" else value, fontsize=10)
+        ax.set_xlabel("learning rate", fontsize=8)
+        ax.tick_params(labelsize=8)
+    for ax in axes[::2]:
+        ax.set_ylabel(f"final validation {LOSS_LABEL}", fontsize=8)
+    _shared_legend(fig, axes, "seed mean; band = seed range" + (f"; ▲ off the axis, with its value" if clipped else ""))
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    return _save(fig, path, dpi=100)
 
 
 def lr_sensitivity_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
     """Wortsman et al.'s figure: final validation loss against learning rate, one line per variant, one panel
     per group (e.g. warmup)."""
-    return _lr_lines(cells, baselines, title, path, panels="group", lines="label", width=5.5, height=4.5,
+    return _lr_lines(cells, baselines, title, path, panels="group", lines="label",
                      legend_baseline=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
 
 
 def lr_lines_by_variant(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
     """Wortsman et al.'s figure 1: final validation loss against learning rate, one panel per variant, one line
     per group (e.g. per width)."""
-    return _lr_lines(cells, baselines, title, path, panels="label", lines="group_label", width=4.2, height=4.2,
-                     legend_baseline="unigram baseline (validation)")
+    return _lr_lines(cells, baselines, title, path, panels="label", lines="group_label",
+                     legend_baseline=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
 
 
 def sensitivity_by_group(cells: pd.DataFrame, summary: dict[str, dict], name: str, title: str, path: Path) -> Path:
@@ -381,17 +455,21 @@ def attention_logits(cells: pd.DataFrame, title: str, path: Path) -> Path:
     """The largest attention logit at the last evaluation (seed mean, log axis) against learning rate, one panel
     per variant, one line per group: Wortsman et al.'s attention-logit growth, and what qk-layernorm does."""
     variants = list(dict.fromkeys(cells["label"]))
-    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 4.2), squeeze=False, sharey=True)
-    for ax, label in zip(axes[0], variants):
+    fig, axes = _panels(len(variants), 4.2, 3.3, sharey=True)
+    for ax, label in zip(axes, variants):
         for group, lines in cells[cells["label"] == label].groupby("group_label", sort=False):
             lines = lines.sort_values("lr")
-            ax.plot(lines["lr"], lines["attn_logit_max_mean"], marker="o", label=group)
+            ax.plot(lines["lr"], lines["attn_logit_max_mean"], marker="o", ms=4, label=group)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set(title=label, xlabel="learning rate", ylabel="largest attention logit (seed mean)")
-        ax.legend(fontsize=7)
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH + 40), fontsize=10)
-    return _save(fig, path)
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("learning rate", fontsize=8)
+        ax.tick_params(labelsize=8)
+    for ax in axes[::2]:
+        ax.set_ylabel("largest attention logit\n(seed mean, log scale)", fontsize=8)
+    _shared_legend(fig, axes, "")
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    return _save(fig, path, dpi=100)
 
 
 def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict]

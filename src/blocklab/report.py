@@ -13,6 +13,15 @@ from blocklab.reference import published, published_loss
 from blocklab.results import read_curve, read_metrics, read_timing, run_dir
 
 COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends no more than this below the unigram baseline (or above it)
+BLOWN_UP_MARGIN = 0.5  # a run "blew up" when it ends more than this above the uniform guess, ln V, or not finite
+
+
+def outcome(final: float | None, diverged: bool, baselines: dict) -> dict[str, bool]:
+    """How a run that does not learn ended, from its final training loss: `blown_up` (not finite, or more than
+    BLOWN_UP_MARGIN above the uniform guess: worse than knowing nothing), else `collapsed` (within
+    COLLAPSE_MARGIN of the unigram baseline or above it: it learnt the character frequencies and nothing more)."""
+    blown_up = diverged or final is None or final > baselines["uniform"] + BLOWN_UP_MARGIN
+    return {"collapsed": not blown_up and final >= baselines["unigram"] - COLLAPSE_MARGIN, "blown_up": blown_up}
 
 
 def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | None = None) -> tuple[dict, dict]:
@@ -30,8 +39,7 @@ def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | No
                     f"run {spec.key(seed)} has no results in {directory}: run `dvc repro` to train it"
                 )
             metrics = read_metrics(directory)
-            final = metrics["train_loss_last25"]
-            metrics["collapsed"] = final is not None and final >= baselines["unigram"] - COLLAPSE_MARGIN
+            metrics.update(outcome(metrics["train_loss_last25"], bool(metrics.get("diverged")), baselines))
             runs[spec.key(seed)] = metrics
             timings[spec.key(seed)] = read_timing(directory)
     return {"baselines": baselines, "runs": runs}, timings
@@ -40,7 +48,7 @@ def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | No
 def variant_summary(params: Params, metrics: dict) -> dict[str, dict]:
     """reports/variants.json, what `dvc exp show` lists: per `<ablation>/<variant>`, the seed mean of the
     final validation loss and of `train_loss_last25` with the half-width of its 95% Student-t interval
-    (`_ci95`), and how many seeds collapsed or diverged. A mean is over the seeds that recorded a value;
+    (`_ci95`), and how many seeds collapsed or blew up (diverged included). A mean is over the seeds that recorded a value;
     an interval needs two."""
     summary = {}
     for spec in params.specs():
@@ -51,7 +59,7 @@ def variant_summary(params: Params, metrics: dict) -> dict[str, dict]:
             entry[f"{name}_mean"] = round(float(values.mean()), 6) if len(values) else None
             entry[f"{name}_ci95"] = round(half_width(values), 6) if len(values) > 1 else None
         entry["collapsed"] = sum(bool(run["collapsed"]) for run in runs)
-        entry["diverged"] = sum(bool(run.get("diverged")) for run in runs)
+        entry["blown_up"] = sum(bool(run["blown_up"]) for run in runs)
         summary[f"{spec.ablation}/{spec.variant}"] = entry
     return summary
 
@@ -146,6 +154,10 @@ def finding(runs: pd.DataFrame, baselines: dict, figures: list[str]) -> str:
         )
     else:
         sentences.append(f"No run collapsed to the unigram baseline ({baselines['unigram']:.3f}).")
+    blown = runs[runs["blown_up"] & ~runs["diverged"]]
+    if len(blown):
+        sentences.append(f"Blew up (final loss more than {BLOWN_UP_MARGIN} above the uniform guess): " + ", ".join(
+            f"{r.label} seed {r.seed} ({r.train_loss_last25:,.1f})" for r in blown.itertuples()) + ".")
     diverged = runs[runs["diverged"]]
     if len(diverged):
         sentences.append("Diverged (loss or gradient not finite; stopped there): " + ", ".join(
@@ -230,7 +242,9 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
         "# blocklab: what each ingredient of the block does\n",
         "Losses are cross-entropy in nats per character. A run is *collapsed* when its final training loss "
         f"(mean of the last 25 steps) ends less than {COLLAPSE_MARGIN} below the unigram baseline, or above it: it "
-        "has learnt the character frequencies and nothing more. A loss over seeds is the seed mean ± the half-width of its "
+        "has learnt the character frequencies and nothing more. A run *blew up* when its loss stopped being finite "
+        f"(it *diverged*) or ends more than {BLOWN_UP_MARGIN} above the uniform guess, ln V: worse than knowing "
+        "nothing, a different failure. A loss over seeds is the seed mean ± the half-width of its "
         "95% Student-t interval; *published* is the lesson's figure where there is one for this corpus.\n",
         "| baseline | loss |\n|---|---|\n"
         f"| unigram entropy (train) | {b['unigram']:.4f} |\n"
