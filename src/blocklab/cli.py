@@ -24,7 +24,7 @@ params_option = click.option("--params", "params_file", default="params.yaml", s
 SECTIONS = {"Try it": ["demo"],
             "Run the plan": ["prefetch", "params", "store"],
             "Look at the results": ["check", "diff", "sample", "track", "ui"],
-            "For blocklab's developers": ["bench"]}
+            "For blocklab's developers": ["bench", "docs"]}
 
 
 class SectionedGroup(click.Group):
@@ -296,6 +296,34 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
         figures["make_repro"] = _both_ways((), dask_workers)
     if json_out:
         Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+@main.command(short_help="Write the README's and docs' results from reports/ (--check).")
+@click.option("--check", "check_only", is_flag=True, help="Write nothing; exit 1 naming the documents whose generated "
+                                                         "blocks differ from what reports/ says.")
+@click.option("--walkthrough", is_flag=True, help="First capture the README walk-through's outputs anew: run its "
+                                                  "experiment in this workspace (reproduced, committed, clean), "
+                                                  "record what its commands print, then restore the workspace.")
+def docs(check_only: bool, walkthrough: bool) -> None:
+    """The numbers of README.md and docs/*.md that the pipeline produces live in generated blocks
+    (`<!-- generated: KIND ARGS -->` ... `<!-- end: KIND -->`), written from the committed reports: the
+    findings' verdicts, measured values and intervals, their count, the claims marked known to fail, samples,
+    and the walk-through's real outputs (docs/walkthrough/). Run it after `make repro` and commit with the
+    reports; CI runs --check."""
+    from blocklab.docs import capture_walkthrough, stale, write
+
+    root = Path.cwd()
+    if check_only:
+        found = stale(root)
+        if found:
+            click.echo(f"{', '.join(found)}: generated blocks differ from reports/ (run `blocklab docs`)", err=True)
+            raise SystemExit(1)
+        click.echo("every generated block matches reports/")
+        return
+    if walkthrough:
+        capture_walkthrough(root, echo=click.echo)
+    changed = write(root)
+    click.echo(f"rewrote {', '.join(changed)}" if changed else "every generated block already matches reports/")
 
 
 def _bench_time_left(params_file: str) -> dict:

@@ -91,7 +91,7 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     seconds = time.perf_counter() - started
     echo(f"\nThe figure: {figure} (training loss of each variant; the dashed line is the unigram baseline, where "
          f"a collapsed model sits)", bold=True)
-    echo(f"Done in {seconds:.0f} s ({trained:.0f} s of it training). Next:\n"
+    echo(f"Done in {seconds:.0f} s ({trained:.0f} s of it in the pipeline: the corpus, training, DVC). Next:\n"
          f"  make repro        the whole plan, every finding (these runs are reused: they are in the run store)\n"
          f"  blocklab check    every finding's verdict on what has run here\n"
          f"  dvc exp run -S ablations.norm_order.train.lr=0.003    change a knob: README.md, "

@@ -49,7 +49,7 @@ def _styles(count: int) -> list[dict]:
     if count <= 4:
         return [{"color": f"C{i}"} for i in range(count)]
     return [{"color": f"C{i % 10}", "ls": LINE_STYLES[i % len(LINE_STYLES)], "marker": MARKERS[i % len(MARKERS)],
-             "markevery": 0.1, "ms": 5} for i in range(count)]
+             "ms": 6, "offset": i} for i in range(count)]
 
 
 def _heading(name: str, what: str, description: str | None) -> str:
@@ -65,6 +65,10 @@ def _band(ax, curves: pd.DataFrame, column: str, label: str, smooth: bool = True
     wide = curves.pivot_table(index="step", columns="seed", values=column)
     if smooth:
         wide = wide.rolling(SMOOTHING, min_periods=1).mean()
+    if "marker" in style:  # eight markers a line, each line's at other steps, so that they do not hide each other
+        every = max(1, len(wide) // 8)
+        style = {**style, "markevery": (style.get("offset", 0) * every // 8 % every, every)}
+    style.pop("offset", None)
     line, = ax.plot(wide.index, wide.mean(axis=1), label=label, lw=1.3, **style)
     if wide.shape[1] > 1:
         ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=line.get_color(), alpha=0.2, lw=0)

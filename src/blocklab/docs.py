@@ -1,0 +1,195 @@
+"""The numbers of README.md and docs/ that the pipeline produces, written from reports/ (`blocklab docs`).
+
+Hand-typed results drift ("37 of 43 findings hold" stood beside reports saying 45 of 57). So every such number
+sits in a generated block,
+
+    <!-- generated: findings collapse.post_norm_without_warmup residual.four_layers_apart -->
+    ...
+    <!-- end: findings -->
+
+whose body `blocklab docs` writes from the committed reports (and claims.yaml, for the claims' words), and which
+`blocklab docs --check` (a test, so CI) compares with what the reports say now. The kinds:
+
+    findings ID...     a table: each claim in words, its verdict, what was measured and its 95% interval
+    count              how many findings hold, fail, are inconclusive; how many checks are exact
+    known-to-fail      every claim marked known_to_fail: its verdict, measured value and why
+    sample RUN         what RUN's seed-0 model writes (reports/samples.json), with its validation loss
+    output FILE        a command's real output, captured in FILE by `blocklab docs --walkthrough`
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+BLOCK = re.compile(r"<!-- generated: (?P<kind>[\w-]+)(?P<args>[^>]*?) -->\n(?P<body>.*?)<!-- end: (?P=kind) -->",
+                   re.S)
+DOCUMENTS = ("README.md", "docs/*.md")
+
+
+@dataclass
+class Sources:
+    """What generated blocks are written from: the project's committed reports and claims."""
+
+    root: Path
+
+    def json(self, name: str) -> dict:
+        return json.loads((self.root / "reports" / name).read_text())
+
+    def claims(self) -> dict[str, dict]:
+        return {c["id"]: c for c in yaml.safe_load((self.root / "claims.yaml").read_text())["claims"]}
+
+
+def _number(value) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) >= 1000 or (value and abs(value) < 0.001) else f"{value:.3f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _shown(value) -> str:
+    """A measured value or interval as a table cell: numbers to three decimals, lists joined."""
+    if isinstance(value, list):
+        if value and isinstance(value[0], list):
+            return "; ".join(_shown(v) for v in value)
+        return "[" + ", ".join(_number(v) for v in value) + "]"
+    return _number(value)
+
+
+def findings_table(sources: Sources, ids: list[str]) -> str:
+    verdicts, claims = sources.json("claims.json"), sources.claims()
+    unknown = [cid for cid in ids if cid not in verdicts or cid not in claims]
+    if unknown:
+        raise KeyError(f"no claim {', '.join(unknown)} in claims.yaml and reports/claims.json")
+    rows = ["| finding | verdict | measured | expected | interval of measured − expected |", "|---|---|---|---|---|"]
+    for cid in ids:
+        v = verdicts[cid]
+        verdict = v["verdict"] + (" (marked known to fail)" if v.get("known_to_fail") else "")
+        level = " (90%: an equivalence test)" if (v.get("note") or "").startswith("90%") else ""
+        interval = "–" if v["interval"] is None else f"{_shown(v['interval'])}{level}"
+        rows.append(f"| {claims[cid]['claim']} | **{verdict}** | {_shown(v['measured'])} | {v['expected']} | "
+                    f"{interval} |")
+    return "\n".join(rows) + "\n"
+
+
+def count_sentence(sources: Sources) -> str:
+    count = sources.json("claims_count.json")
+    return (f"Of the {count['findings_total']} findings, {count['findings_hold']} hold, {count['findings_fail']} fail "
+            f"and {count['findings_inconclusive']} are inconclusive at the seeds the budget allows; "
+            f"{count['checks_exact']} of {count['checks_total']} checks of the code's arithmetic are exact.\n")
+
+
+def known_to_fail(sources: Sources) -> str:
+    verdicts, claims = sources.json("claims.json"), sources.claims()
+    lines = []
+    for cid, claim in claims.items():
+        if claim.get("known_to_fail"):
+            v = verdicts.get(cid, {})
+            lines.append(f"- `{cid}` ({v.get('verdict', 'not run')}, measured {_shown(v.get('measured'))}): "
+                         f"{claim['claim']} *Why:* {claim['known_to_fail']}")
+    return "\n".join(lines) + "\n"
+
+
+def sample(sources: Sources, run: str) -> str:
+    entry = sources.json("samples.json")["samples"][run]
+    return f"`{entry['run']}`, validation loss {entry['val_loss']:.3f}:\n\n```text\n{entry['text'].strip()}\n```\n"
+
+
+def output(sources: Sources, file: str) -> str:
+    return f"```text\n{(sources.root / file).read_text().rstrip()}\n```\n"
+
+
+def render(kind: str, args: list[str], sources: Sources) -> str:
+    writers = {"findings": lambda: findings_table(sources, args), "count": lambda: count_sentence(sources),
+               "known-to-fail": lambda: known_to_fail(sources), "sample": lambda: sample(sources, *args),
+               "output": lambda: output(sources, *args)}
+    if kind not in writers:
+        raise KeyError(f"no generated block of kind '{kind}' (known: {', '.join(writers)})")
+    return writers[kind]()
+
+
+def regenerate(text: str, sources: Sources) -> str:
+    """`text` with every generated block's body written anew."""
+    def fill(match: re.Match) -> str:
+        kind, args = match["kind"], match["args"].split()
+        return f"<!-- generated: {kind}{match['args']} -->\n{render(kind, args, sources)}<!-- end: {kind} -->"
+
+    return BLOCK.sub(fill, text)
+
+
+def documents(root: Path) -> list[Path]:
+    return [path for pattern in DOCUMENTS for path in sorted(root.glob(pattern))]
+
+
+def stale(root: Path) -> list[str]:
+    """The documents whose generated blocks differ from what the reports say now."""
+    sources = Sources(root)
+    return [str(path.relative_to(root)) for path in documents(root)
+            if regenerate(path.read_text(), sources) != path.read_text()]
+
+
+def write(root: Path) -> list[str]:
+    """Write every generated block anew; the documents that changed."""
+    sources, changed = Sources(root), []
+    for path in documents(root):
+        text = path.read_text()
+        new = regenerate(text, sources)
+        if new != text:
+            path.write_text(new)
+            changed.append(str(path.relative_to(root)))
+    return changed
+
+
+WALKTHROUGH = "docs/walkthrough"
+EXPERIMENT = ("ablations.norm_order.train.lr=0.003", "readme-walkthrough")  # the README's knob, and a name for it
+# What the README's walk-through shows after its experiment, each captured to docs/walkthrough/<file>.
+WALKTHROUGH_COMMANDS = {
+    "exp_show.txt": ["dvc", "exp", "show", "--only-changed", "--drop", r"^(?!.*norm_order|Experiment|findings).*$",
+                     "--no-pager"],
+    "metrics_diff.txt": ["dvc", "metrics", "diff"],
+    "blocklab_diff.txt": ["blocklab", "diff"],
+}
+
+
+def capture_walkthrough(root: Path, echo=print) -> dict[str, str]:
+    """Run the README's experiment in the workspace at `root` (reproduced, committed, clean), capture what the
+    walk-through's commands print into docs/walkthrough/, and restore the workspace (`git checkout`, `dvc
+    checkout`, the experiment removed)."""
+    import os
+    import subprocess
+
+    def run(*command: str, check: bool = True) -> str:
+        env = {**os.environ, "COLUMNS": "120"}  # DVC's tables take the terminal's width; a file has none
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env)
+        if check and done.returncode:
+            raise RuntimeError(f"`{' '.join(command)}` failed:\n{done.stdout}{done.stderr}")
+        return done.stdout
+
+    if run("git", "status", "--porcelain").strip():
+        raise RuntimeError("the workspace has uncommitted changes: commit them first (the walk-through compares the "
+                           "experiment with HEAD)")
+    knob, name = EXPERIMENT
+    echo(f"dvc exp run -S {knob} (the README's experiment; a few minutes)")
+    captured = {}
+    try:
+        run("dvc", "exp", "run", "-S", knob, "--name", name)
+        for file, command in WALKTHROUGH_COMMANDS.items():
+            shown = " ".join(c if not set(c) & set("^$|(") else f"'{c}'" for c in command)
+            captured[file] = f"$ {shown}\n{run(*command)}"
+    finally:
+        run("git", "checkout", "--", ".", check=False)
+        run("dvc", "checkout", "--force", check=False)
+        run("dvc", "exp", "remove", name, check=False)
+    out = root / WALKTHROUGH
+    out.mkdir(parents=True, exist_ok=True)
+    for file, text in captured.items():
+        (out / file).write_text(text)
+    echo(f"captured {', '.join(captured)} in {WALKTHROUGH}/")
+    return captured
