@@ -164,10 +164,11 @@ def capture_walkthrough(root: Path, echo=print) -> dict[str, str]:
     walk-through's commands print into docs/walkthrough/, and restore the workspace (`git checkout`, `dvc
     checkout`, the experiment removed)."""
     import os
+    import shlex
     import subprocess
 
     def run(*command: str, check: bool = True) -> str:
-        env = {**os.environ, "COLUMNS": "140"}  # DVC's tables take the terminal's width; a file has none
+        env = {**os.environ, "COLUMNS": "170"}  # DVC's tables take the terminal's width; a file has none
         done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env)
         if check and done.returncode:
             raise RuntimeError(f"`{' '.join(command)}` failed:\n{done.stdout}{done.stderr}")
@@ -184,7 +185,7 @@ def capture_walkthrough(root: Path, echo=print) -> dict[str, str]:
     try:
         run("dvc", "exp", "run", "-S", knob, "--name", name)
         for file, command in WALKTHROUGH_COMMANDS.items():
-            shown = " ".join(c if not set(c) & set("^$|(") else f"'{c}'" for c in command)
+            shown = " ".join(shlex.quote(c) for c in command)
             captured[file] = f"$ {shown}\n{run(*command)}"
     finally:
         run("git", "checkout", "--", ".", check=False)
