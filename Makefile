@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # torch comes first, on its own, and by itself the right build: on a machine with an NVIDIA GPU PyPI's (the CUDA
 # build); on Linux without one PyTorch's CPU index, unless pip's own configuration already offers the CPU build
-# (src/blocklab/torch_index.py). Override: TORCH_INDEX=<index URL>, or TORCH_INDEX= for pip's configured index.
+# (src/blocklab/tools/torch_index.py). Override: TORCH_INDEX=<index URL>, or TORCH_INDEX= for pip's configured index.
 TORCH       ?= torch==2.13.0
 TORCH_INDEX ?= auto
 # Where everything else comes from (default: pip's own configuration, normally PyPI).
@@ -20,7 +20,7 @@ $(BIN)/blocklab: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	index="$(TORCH_INDEX)"; \
-	if [ "$$index" = auto ]; then index=$$($(BIN)/python src/blocklab/torch_index.py "$(TORCH)" $(if $(INDEX_URL),--index-url $(INDEX_URL))); fi; \
+	if [ "$$index" = auto ]; then index=$$($(BIN)/python src/blocklab/tools/torch_index.py "$(TORCH)" $(if $(INDEX_URL),--index-url $(INDEX_URL))); fi; \
 	$(BIN)/python -m pip install --quiet $${index:+--index-url $$index} "$(TORCH)"
 	$(BIN)/python -m pip install --quiet $(if $(INDEX_URL),--index-url $(INDEX_URL)) -c $(LOCK) -e ".[test,team,cluster]"
 	touch $@

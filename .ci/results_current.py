@@ -1,5 +1,5 @@
 """Are the committed results this code's and these parameters'? In a fresh clone `dvc status` may report missing
-outputs only (blocklab.pipeline_status); anything else means `dvc.lock` and `reports/` describe other code or
+outputs only (blocklab.tools.pipeline_status); anything else means `dvc.lock` and `reports/` describe other code or
 parameters than the commit's: exits 1 naming each, and what to do.
 
 Usage (in the project, after `make install`): .venv/bin/python .ci/results_current.py
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from blocklab.pipeline_status import unexplained_changes
+from blocklab.tools.pipeline_status import unexplained_changes
 
 
 def main() -> int:

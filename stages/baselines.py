@@ -4,10 +4,10 @@ from pathlib import Path
 
 import click
 
-from blocklab.baselines import unigram_baselines
-from blocklab.data import load_corpus
+from blocklab.analysis.baselines import unigram_baselines
 from blocklab.errors import reports_errors
-from blocklab.results import write_json
+from blocklab.run.data import load_corpus
+from blocklab.run.results import write_json
 
 
 @click.command()

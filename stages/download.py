@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from blocklab.config import load_params
-from blocklab.data import download
 from blocklab.errors import reports_errors
+from blocklab.run.config import load_params
+from blocklab.run.data import download
 
 
 @click.command()

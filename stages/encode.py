@@ -4,9 +4,9 @@ from pathlib import Path
 
 import click
 
-from blocklab.config import load_params
-from blocklab.data import encode
 from blocklab.errors import reports_errors
+from blocklab.run.config import load_params
+from blocklab.run.data import encode
 
 
 @click.command()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from blocklab.config import load_params
+from blocklab.analysis.maps import map_summary, write_tables
+from blocklab.analysis.report import collect, variant_summary
 from blocklab.errors import reports_errors
-from blocklab.maps import map_summary, write_tables
-from blocklab.report import collect, variant_summary
-from blocklab.results import write_json
+from blocklab.run.config import load_params
+from blocklab.run.results import write_json
 
 
 @click.command()

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import click
 
-from blocklab.config import load_params
+from blocklab.analysis.gradients import gradient_table
 from blocklab.errors import reports_errors
-from blocklab.gradients import gradient_table
-from blocklab.results import write_json
+from blocklab.run.config import load_params
+from blocklab.run.results import write_json
 
 
 @click.command()

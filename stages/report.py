@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from blocklab import plots
-from blocklab.claims import load_claims, verdicts_markdown
-from blocklab.config import load_params
+from blocklab.analysis import plots
+from blocklab.analysis.claims import load_claims, verdicts_markdown
+from blocklab.analysis.maps import map_section
+from blocklab.analysis.reference import load_reference
+from blocklab.analysis.report import summary_markdown
 from blocklab.errors import reports_errors
-from blocklab.maps import map_section
-from blocklab.reference import load_reference
-from blocklab.report import summary_markdown
+from blocklab.run.config import load_params
 
 
 @click.command()

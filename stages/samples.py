@@ -4,10 +4,10 @@ from pathlib import Path
 
 import click
 
-from blocklab.config import load_params
 from blocklab.errors import reports_errors
-from blocklab.results import read_metrics, write_json
-from blocklab.sampling import SampleSettings, run_directory, sample_run
+from blocklab.run.config import load_params
+from blocklab.run.results import read_metrics, write_json
+from blocklab.tools.sampling import SampleSettings, run_directory, sample_run
 
 
 @click.command()

@@ -1,7 +1,7 @@
 """DVC stages `train_<ablation>@<variant>` and `map_<map>@<variant>`: every seed of an ablation's variant, or
 every cell of a map's variant, every seed, into the stage's output, copied from the run store, which trains
-first what it lacks (`blocklab.plan.stage_runs`): side by side in one-thread workers, or on a Dask cluster
-(`$BLOCKLAB_DASK_SCHEDULER`, blocklab.cluster). `blocklab prefetch` trains the whole plan's runs ahead."""
+first what it lacks (`blocklab.schedule.plan.stage_runs`): side by side in one-thread workers, or on a Dask cluster
+(`$BLOCKLAB_DASK_SCHEDULER`, blocklab.schedule.cluster). `blocklab prefetch` trains the whole plan's runs ahead."""
 
 import os
 import time
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import click
 
-from blocklab.cluster import scheduler_address
-from blocklab.config import load_params
-from blocklab.data import load_corpus
 from blocklab.errors import reports_errors
-from blocklab.plan import planned_runs, stage_runs
-from blocklab.run_store import STORE_DIR, RunKeys, RunStore
+from blocklab.run.config import load_params
+from blocklab.run.data import load_corpus
+from blocklab.schedule.cluster import scheduler_address
+from blocklab.schedule.plan import planned_runs, stage_runs
+from blocklab.schedule.run_store import STORE_DIR, RunKeys, RunStore
 
 
 @click.command()
@@ -27,7 +27,7 @@ from blocklab.run_store import STORE_DIR, RunKeys, RunStore
               help="Where long runs keep checkpoints to resume from (outside DVC's outputs, which DVC "
                    "removes before a stage runs).")
 @click.option("--store", "store_dir", type=click.Path(file_okay=False, path_type=Path), default=STORE_DIR,
-              show_default=True, help="Runs kept by what determines their results (blocklab.run_store), outside "
+              show_default=True, help="Runs kept by what determines their results (blocklab.schedule.run_store), outside "
                                       "DVC's outputs: a run with equal settings is copied, not trained again.")
 @click.option("--workers", type=int, default=None,
               help="Worker processes [default: one per run for an ablation's variant, one per core for a map's].")

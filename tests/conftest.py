@@ -23,7 +23,7 @@ import psutil
 import pytest
 import yaml
 
-from blocklab.processes import stop_group
+from blocklab.tools.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[1]
 # Tiny Shakespeare: the mirror CI points at, else the shared copy beside the repository.
@@ -192,8 +192,8 @@ def corpus(tmp_path) -> Path:
 
 def plots_of(dvc_yaml: Path, params: dict) -> None:
     """dvc.yaml's loss plots drawing only the variants `params` keeps (and the maps' lr plots their lines)."""
-    from blocklab.config import parse_params
-    from blocklab.maps import lr_plot_columns
+    from blocklab.run.config import parse_params
+    from blocklab.analysis.maps import lr_plot_columns
 
     pipeline = yaml.safe_load(dvc_yaml.read_text())
     for entry in pipeline["plots"]:

@@ -6,10 +6,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from blocklab.config import ModelConfig, TrainConfig, load_params
-from blocklab.model import MLP, Block, SwiGLU, TinyLM, build_model, parameter_counts
-from blocklab.optimizer import AdamW
-from blocklab.training import random_batches_loss, train_run
+from blocklab.run.config import ModelConfig, TrainConfig, load_params
+from blocklab.run.model import MLP, Block, SwiGLU, TinyLM, build_model, parameter_counts
+from blocklab.run.optimizer import AdamW
+from blocklab.run.training import random_batches_loss, train_run
 
 from conftest import ROOT
 

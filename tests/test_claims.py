@@ -3,7 +3,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from blocklab.claims import (
+from blocklab.analysis.claims import (
     Compare, Exact, MissingResult, Monotone, NotRunYet, Reports, Spread, Within, check_claims, claims_count, count_in_words,
     evaluate, failing_in_words,
     load_claims, verdicts_markdown,

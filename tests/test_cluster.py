@@ -1,4 +1,4 @@
-"""A map's cells on a Dask cluster (blocklab.cluster): a real `dask scheduler` and two real `dask worker`s on
+"""A map's cells on a Dask cluster (blocklab.schedule.cluster): a real `dask scheduler` and two real `dask worker`s on
 127.0.0.1, started and stopped by the tests. The results equal the local workers' bit for bit; a worker
 killed in the middle costs nothing; a scheduler that cannot be reached fails naming its address; workers
 that a nanny started with MALLOC_TRIM_THRESHOLD_ are warned about. (The map's
@@ -18,11 +18,12 @@ import psutil
 import pytest
 import torch
 
-from blocklab.cluster import train_on_cluster
-from blocklab.config import ModelConfig, TrainConfig
-from blocklab.data import Corpus
 from blocklab.errors import BlocklabError
-from blocklab.runner import Job, run_cell, train_runs
+from blocklab.run.cell import Job, run_cell
+from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.data import Corpus
+from blocklab.schedule.cluster import train_on_cluster
+from blocklab.schedule.pool import train_runs
 
 from conftest import free_port, reap_adopted, started, tree_of
 

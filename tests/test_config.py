@@ -1,6 +1,6 @@
 import pytest
 
-from blocklab.config import ParamsError, load_params, parse_params
+from blocklab.run.config import ParamsError, load_params, parse_params
 
 from conftest import ROOT
 

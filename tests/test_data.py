@@ -3,7 +3,6 @@ import hashlib
 import http.server
 import json
 import math
-import os
 import threading
 from pathlib import Path
 
@@ -11,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from blocklab import data
-from blocklab.baselines import unigram_baselines
-from blocklab.data import MIRROR_ENV, DataError, download, encode, load_corpus
+from blocklab.analysis.baselines import unigram_baselines
+from blocklab.run import data
+from blocklab.run.data import MIRROR_ENV, DataError, download, encode, load_corpus
 
 from conftest import SHARED_CORPUS, small_corpus
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from blocklab.cli import main
-from blocklab.docs import BLOCK, Sources, regenerate, stale
+from blocklab.tools.docs import BLOCK, Sources, regenerate, stale
 
 from conftest import ROOT
 
@@ -60,7 +60,7 @@ def test_a_document_states_no_result_by_hand(document):
     text = NOT_RESULTS.sub("", BLOCK.sub("", (ROOT / document).read_text()))
     allowed = _published_or_planned()
     hand_typed = [m for m in RESULT_LIKE.findall(text) if m not in allowed]
-    assert hand_typed == [], f"{document}: put these in a generated block (blocklab.docs): {hand_typed}"
+    assert hand_typed == [], f"{document}: put these in a generated block (blocklab.tools.docs): {hand_typed}"
 
 
 def test_the_walkthroughs_captured_outputs_start_from_the_committed_reports():

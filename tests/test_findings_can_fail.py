@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from blocklab.claims import Reports, check_claims, load_claims
-from blocklab.config import load_params
-from blocklab.maps import lr_groups
-from blocklab.reference import load_reference
+from blocklab.analysis.claims import Reports, check_claims, load_claims
+from blocklab.analysis.maps import lr_groups
+from blocklab.analysis.reference import load_reference
+from blocklab.run.config import load_params
 
 from conftest import ROOT
 

@@ -6,8 +6,8 @@ import math
 import pytest
 from scipy import stats
 
-from blocklab.claims import Reports, evaluate
-from blocklab.intervals import Estimate, Seeds, half_width
+from blocklab.analysis.claims import Reports, evaluate
+from blocklab.analysis.intervals import Estimate, Seeds, half_width
 
 A = {0: 2.21, 1: 2.25, 2: 2.19, 3: 2.24}
 B = {0: 2.18, 1: 2.20, 2: 2.17, 3: 2.23}

@@ -1,4 +1,4 @@
-"""Maps (blocklab.maps, params.yaml `maps:`): their cells, their validation, LR sensitivity, their summary."""
+"""Maps (blocklab.analysis.maps, params.yaml `maps:`): their cells, their validation, LR sensitivity, their summary."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from blocklab.cli import main
-from blocklab.config import ParamsError, parse_params
-from blocklab.maps import (
+from blocklab.run.config import ParamsError, parse_params
+from blocklab.analysis.maps import (
     cell_table, group_name, group_words, lr_groups, lr_sensitivity, map_summary, runs_frame, seed_max_trainable_lr,
     seed_sensitivities,
 )
@@ -261,8 +261,8 @@ def test_a_map_through_dvc_and_one_more_learning_rate_trains_only_its_cells(repr
 def test_every_kind_of_map_figure_draws_from_made_up_results_with_their_attention_logits(tmp_path):
     """heatmap, lr, lr_by_variant, sensitivity and attention_logits, on a map with a model axis (the widths of
     Wortsman et al.'s proxies) and made-up runs whose largest attention logit grows with the learning rate."""
-    from blocklab import plots
-    from blocklab.maps import seed_best_lr
+    from blocklab.analysis import plots
+    from blocklab.analysis.maps import seed_best_lr
 
     params = parse_params(a_map(axes={"model": {"d_model": [32, 64]}, "train": {"lr": [0.001, 0.01, 0.1]}},
                                 figures=["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits"]))
@@ -293,7 +293,7 @@ def test_a_map_figure_against_the_learning_rate_needs_an_lr_axis():
 
 
 def test_claims_read_a_groups_best_learning_rate_per_seed_and_take_log10_of_it():
-    from blocklab.claims import Compare, Reports, evaluate
+    from blocklab.analysis.claims import Compare, Reports, evaluate
 
     params = parse_params(a_map())
     runs = made_up_runs(params, fragile_post)
@@ -310,7 +310,7 @@ def test_claims_read_a_groups_best_learning_rate_per_seed_and_take_log10_of_it()
 def test_a_blown_up_cell_sits_on_the_edge_of_the_learning_rate_figures_with_its_value(tmp_path, monkeypatch):
     """A loss far above the unigram baseline (a diverging width at the highest learning rate) would flatten every
     other line: the axis stops 1 nat above the baseline and the cell is a triangle on the edge, labelled."""
-    from blocklab import plots
+    from blocklab.analysis import plots
 
     params = parse_params(a_map(axes={"model": {"d_model": [32, 64]}, "train": {"lr": [0.001, 0.01, 0.1]}},
                                 figures=["lr", "lr_by_variant"]))
@@ -339,7 +339,7 @@ def test_the_heatmaps_scale_is_set_by_the_cells_that_trained_and_failed_cells_ar
     collapsed grey, each saying so, and a cell where one seed of two failed says how many."""
     import matplotlib
 
-    from blocklab import plots
+    from blocklab.analysis import plots
 
     params = parse_params(a_map())
 

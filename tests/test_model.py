@@ -1,12 +1,11 @@
-import math
 
 import pytest
 import torch
 import torch.nn as nn
 from pydantic import ValidationError
 
-from blocklab.config import ModelConfig
-from blocklab.model import MLP, Block, TinyLM, build_model, parameter_counts
+from blocklab.run.config import ModelConfig
+from blocklab.run.model import MLP, Block, TinyLM, build_model, parameter_counts
 
 VOCAB = 65
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from blocklab.config import ModelConfig
-from blocklab.model import build_model
-from blocklab.optimizer import AdamW
+from blocklab.run.config import ModelConfig
+from blocklab.run.model import build_model
+from blocklab.run.optimizer import AdamW
 
 VOCAB = 65
 
@@ -106,7 +106,7 @@ def test_a_training_step_does_not_import_torch_dynamo():
     # Creating a torch.optim optimizer imports torch._dynamo (seconds); ours must not.
     code = (
         "import sys, torch\n"
-        "from blocklab.optimizer import AdamW\n"
+        "from blocklab.run.optimizer import AdamW\n"
         "m = torch.nn.Linear(4, 2)\n"
         "o = AdamW(m.parameters(), lr=1e-3)\n"
         "m(torch.ones(3, 4)).sum().backward(); o.step()\n"

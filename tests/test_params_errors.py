@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from blocklab.config import ParamsError, load_params
+from blocklab.run.config import ParamsError, load_params
 
 from conftest import ROOT
 

@@ -7,9 +7,9 @@ import shutil
 import pytest
 import yaml
 
-from blocklab.claims import load_claims
-from blocklab.config import load_params
-from blocklab.results import read_metrics
+from blocklab.analysis.claims import load_claims
+from blocklab.run.config import load_params
+from blocklab.run.results import read_metrics
 
 from conftest import ROOT, SHARED_CORPUS, copy_project
 

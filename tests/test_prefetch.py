@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from blocklab.config import ModelConfig, RunSpec, TrainConfig, load_params
-from blocklab.plan import ensure_stored, estimated_seconds, planned_runs
-from blocklab.run_store import RunKeys, RunStore
+from blocklab.run.config import ModelConfig, RunSpec, TrainConfig, load_params
+from blocklab.schedule.plan import ensure_stored, estimated_seconds, planned_runs
+from blocklab.schedule.run_store import RunKeys, RunStore
 
 from conftest import free_port, make_small_project, outputs_of, pristine_copy
 from test_cluster import dask_cluster, small_corpus
@@ -134,7 +134,7 @@ def test_a_stage_whose_runs_are_all_stored_copies_them_without_importing_torch(r
                          "pre", "data/encoded", str(out))
     assert "copied from the run store" in copied.stdout
     imported = {line.split("|")[-1].strip() for line in copied.stderr.splitlines() if line.startswith("import time:")}
-    assert "blocklab.plan" in imported and "torch" not in imported
+    assert "blocklab.schedule.plan" in imported and "torch" not in imported
     for seed in (0, 1):
         assert (out / f"seed{seed}/metrics.json").read_bytes() == reproduced_project.outputs[
             f"data/runs/norm_order/pre/seed{seed}/metrics.json"]
@@ -189,7 +189,7 @@ def test_the_longest_runs_train_first_and_each_key_once(tmp_path):
 def test_the_plan_bar_ends_full_and_never_past_it(capsys):
     import warnings
 
-    from blocklab.plan import PlannedRun, _PlanBar
+    from blocklab.schedule.plan import PlannedRun, _PlanBar
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     runs = [PlannedRun(spec, seed, spec.key(seed), None) for spec in params.map_specs()[:30] for seed in spec.seeds]

@@ -10,12 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from blocklab.config import ModelConfig, TrainConfig
-from blocklab.diagnostics import Diagnostics
-from blocklab.model import CausalSelfAttention, build_model, learning_rate_multipliers
-from blocklab.optimizer import AdamW
-from blocklab.threads import torch_threads
-from blocklab.training import evaluate, evaluate_loss, loss_and_gradients, train_run
+from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.model import CausalSelfAttention, build_model, learning_rate_multipliers
+from blocklab.run.optimizer import AdamW
+from blocklab.run.threads import torch_threads
+from blocklab.run.training import evaluate_loss, loss_and_gradients, train_run, validation_loss_and_probes
 
 V = 65
 
@@ -30,7 +29,7 @@ def test_the_diagnostics_draw_no_random_numbers_and_change_no_bit_of_the_validat
     x, y = chunk[:, :-1], chunk[:, 1:]
     rng = torch.random.get_rng_state()
     plain = evaluate_loss(model, x, y)
-    loss, probes = evaluate(model, x, y)
+    loss, probes = validation_loss_and_probes(model, x, y)
     assert torch.equal(torch.random.get_rng_state(), rng)
     assert loss == plain  # the same bits
     with torch.no_grad():  # the largest attention logit, by hand: q.k / sqrt(d_head) under the causal mask
@@ -166,7 +165,7 @@ def test_weight_decay_is_coupled_to_the_learning_rate_or_independent_of_it(indep
 
 
 def test_the_switches_are_validated_fields_off_by_default():
-    from blocklab.config import ParamsError, _replace_checked
+    from blocklab.run.config import ParamsError, _replace_checked
 
     assert (ModelConfig().qk_norm, ModelConfig().parametrization, TrainConfig().z_loss) == ("none", "standard", 0.0)
     assert (TrainConfig().weight_decay, TrainConfig().independent_weight_decay) == (0.01, False)

@@ -1,11 +1,10 @@
 import pandas as pd
-import pytest
 from scipy import stats
 
-from blocklab.config import load_params
-from blocklab.model import TinyLM, parameter_counts
-from blocklab.reference import load_reference
-from blocklab.report import finding, gradient_section, variant_table
+from blocklab.analysis.reference import load_reference
+from blocklab.analysis.report import finding, gradient_section, variant_table
+from blocklab.run.config import load_params
+from blocklab.run.model import TinyLM, parameter_counts
 
 from conftest import ROOT
 
@@ -89,7 +88,7 @@ def test_the_gradient_section_prints_table_b_beside_ours_and_says_why_post_norm_
 
 
 def test_the_exercise_figure_draws_the_curves_and_each_variants_paired_difference(tmp_path):
-    from blocklab.plots import paired_difference
+    from blocklab.analysis.plots import paired_difference
 
     rows = [{"label": label, "variant": label, "seed": seed, "step": step, "loss": 3.0 - step / 100 + offset}
             for label, offset in (("pre", 0.0), ("post", 0.1)) for seed in range(3) for step in range(1, 101)]

@@ -1,4 +1,4 @@
-"""No run is trained twice: runs kept by what determines their results (blocklab.run_store)."""
+"""No run is trained twice: runs kept by what determines their results (blocklab.schedule.run_store)."""
 
 import json
 import os
@@ -10,10 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
-from blocklab import run_store
-from blocklab.config import ModelConfig, RunSpec, TrainConfig, load_params
-from blocklab.run_store import DamagedEntry, RunKeys, RunStore
+import blocklab.run
+from blocklab.run.config import ModelConfig, RunSpec, TrainConfig, load_params
+from blocklab.schedule import run_store
+from blocklab.schedule.run_store import DamagedEntry, RunKeys, RunStore
 
 from conftest import ROOT
 
@@ -40,20 +42,49 @@ def test_the_key_changes_with_every_input_of_a_run_and_with_nothing_else(encoded
     assert RunKeys(encoded).of(SPEC)[0] != keys[0]  # the corpus
     (encoded / "train.bin").write_bytes(b"\x01\x02\x03")
     code = tmp_path / "package"
-    shutil.copytree(run_store.PACKAGE, code)
-    monkeypatch.setattr(run_store, "PACKAGE", code)
+    shutil.copytree(run_store.RUN_CODE, code, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(run_store, "RUN_CODE", code)
     assert RunKeys(encoded).of(SPEC) == keys  # the same code elsewhere
     (code / "training.py").write_text((code / "training.py").read_text() + "\n# changed\n")
     assert RunKeys(encoded).of(SPEC)[0] != keys[0]  # the code that trains
 
 
-def test_the_key_covers_every_module_the_training_code_imports():
-    """Whatever process computes a key (a train stage, `blocklab prefetch`), it hashes the same files: those
-    the cell runner and the run files' writer load, errors' messages aside."""
+def test_the_key_covers_the_whole_run_package_and_it_imports_nothing_outside_it(tmp_path, monkeypatch):
+    """The code a key hashes is blocklab.run, every file of it (a new module counts at once), and that package
+    is whole: what trains a run and writes its files imports no project module outside it (errors' messages
+    aside). dvc.yaml's train stages depend on the same folder: one list, not two kept in step."""
     from test_stage_dependencies import _closure
 
-    reached = {Path(p).stem for p in _closure(run_store.PACKAGE / "runner.py") | _closure(run_store.PACKAGE / "results.py")}
-    assert reached | {"runner", "results"} == set(run_store.TRAINING_CODE) | {"errors"}
+    package = Path(blocklab.run.__file__).parent
+    reached = set().union(*(_closure(path) for path in package.glob("*.py")))
+    assert {Path(p).parent.name for p in reached} - {"blocklab"} <= {"run"}, sorted(reached)
+    assert reached - {"src/blocklab/errors.py"} <= {f"src/blocklab/run/{p.name}" for p in package.glob("*.py")}
+    code = tmp_path / "package"
+    shutil.copytree(package, code, ignore=shutil.ignore_patterns("__pycache__"))
+    before = run_store.code_digest(code)
+    (code / "new_module.py").write_text("X = 1\n")
+    assert run_store.code_digest(code) != before
+    pipeline = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    assert "src/blocklab/run" in pipeline["stages"]["train_norm_order"]["do"]["deps"]
+
+
+def test_a_mup_run_at_its_base_width_is_keyed_and_trained_as_the_standard_run(tmp_path):
+    """They build the same computation (the proxies map trained those 18 runs twice, with bit-identical
+    results): one key, one run, trained with the standard settings whichever variant asks first."""
+    from blocklab.schedule.plan import planned_runs
+
+    encoded = tmp_path / "encoded"
+    encoded.mkdir()
+    (encoded / "train.bin").write_bytes(b"\x00\x01\x02")
+    standard = RunSpec(ablation="proxies", variant="standard", label="standard", model=ModelConfig(d_model=64, n_layers=2),
+                       train=TrainConfig(), seeds=(0,))
+    mup = replace(standard, variant="mup", model=replace(standard.model, parametrization="mup", base_width=64))
+    wider = replace(mup, model=replace(mup.model, d_model=128))
+    keys = RunKeys(encoded)
+    assert keys.of(mup) == keys.of(standard) and keys.of(wider) != keys.of(replace(wider, model=replace(
+        wider.model, parametrization="standard")))
+    (run,) = planned_runs([mup], keys)
+    assert run.job().model == standard.model and run.key == "proxies/mup/seed0"
 
 
 def _entry(tmp_path: Path, name: str = "run") -> Path:
@@ -104,8 +135,8 @@ def test_a_damaged_entry_is_never_handed_out_it_is_discarded_naming_its_run(tmp_
 
 def test_an_entry_half_written_by_a_killed_process_is_invisible_and_pruned(tmp_path):
     store = RunStore(tmp_path / "store")
-    script = (f"import sys, os, time; sys.path.insert(0, {str(run_store.PACKAGE.parent)!r})\n"
-              "from blocklab.run_store import RunStore\n"
+    script = (f"import sys, os, time; sys.path.insert(0, {str(Path(blocklab.run.__file__).parents[2])!r})\n"
+              "from blocklab.schedule.run_store import RunStore\n"
               "def write(folder):\n"
               "    (folder / 'metrics.json').write_text('{}')\n"
               "    print('writing', flush=True); time.sleep(60)\n"

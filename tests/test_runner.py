@@ -1,4 +1,4 @@
-"""Many runs side by side (blocklab.runner): equal to runs alone, never hanging, never waiting forever."""
+"""Many runs side by side (blocklab.schedule.pool): equal to runs alone, never hanging, never waiting forever."""
 
 import os
 import signal
@@ -10,11 +10,12 @@ import psutil
 import pytest
 import torch
 
-from blocklab.config import ModelConfig, TrainConfig
-from blocklab.data import Corpus
-from blocklab.runner import Job, run_cell, train_runs
-from blocklab.threads import torch_threads
-from blocklab.training import train_run
+from blocklab.run.cell import Job, run_cell
+from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.data import Corpus
+from blocklab.run.threads import torch_threads
+from blocklab.run.training import train_run
+from blocklab.schedule.pool import train_runs
 
 SMALL_MODEL = ModelConfig(d_model=16, n_heads=2, n_layers=1, context=8)
 HANG_TIMEOUT = 300  # seconds: ten times what the runs below take here; a deadlocked worker never finishes
@@ -98,9 +99,10 @@ def test_a_pool_holding_hundreds_of_results_keeps_no_file_descriptor_per_tensor(
 SEEDS_SCRIPT = textwrap.dedent("""
     import sys
     import torch
-    from blocklab.config import ModelConfig, TrainConfig
-    from blocklab.data import Corpus
-    from blocklab.runner import Job, train_runs
+    from blocklab.run.config import ModelConfig, TrainConfig
+    from blocklab.run.data import Corpus
+    from blocklab.run.cell import Job
+    from blocklab.schedule.pool import train_runs
     a = torch.randn(512, 512)
     (a @ a).sum()  # every thread
     g = torch.Generator().manual_seed(0)

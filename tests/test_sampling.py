@@ -3,15 +3,14 @@
 import json
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from blocklab.cli import main
-from blocklab.config import load_params
-from blocklab.data import load_corpus
-from blocklab.results import MODEL_FILE, read_metrics
-from blocklab.sampling import read_model
-from blocklab.training import evaluate_loss, validation_windows
+from blocklab.run.config import load_params
+from blocklab.run.data import load_corpus
+from blocklab.run.results import MODEL_FILE, read_metrics
+from blocklab.run.training import evaluate_loss, validation_windows
+from blocklab.tools.sampling import read_model
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@
 
 import torch
 
-from blocklab.config import ModelConfig, TrainConfig
-from blocklab.step_kernels import KINDS, _TensorShape, kernel_seconds, kind_of, record_step
+from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.tools.step_kernels import KINDS, _TensorShape, kernel_seconds, kind_of, record_step
 
 
 def test_operations_are_sorted_by_what_they_compute():

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from blocklab.config import load_params
-from blocklab.tracking import PARENT_TAG, RUN_KEY_TAG
+from blocklab.run.config import load_params
+from blocklab.tools.tracking import PARENT_TAG, RUN_KEY_TAG
 
 from conftest import free_port, mlflow_server, postgresql_server, pristine_copy, started
 

@@ -1,11 +1,11 @@
-"""`make install` takes the right torch by itself (blocklab.torch_index): decided, not downloaded."""
+"""`make install` takes the right torch by itself (blocklab.tools.torch_index): decided, not downloaded."""
 
 import subprocess
 import sys
 
 import pytest
 
-from blocklab.torch_index import CPU_INDEX, choose_index, has_nvidia_gpu, version_in_report
+from blocklab.tools.torch_index import CPU_INDEX, choose_index, has_nvidia_gpu, version_in_report
 
 from conftest import ROOT
 
@@ -42,12 +42,12 @@ def test_pips_report_names_the_version_it_would_install():
 
 def test_the_makefile_asks_the_script_unless_torch_index_is_given():
     makefile = (ROOT / "Makefile").read_text()
-    assert "TORCH_INDEX ?= auto" in makefile and "src/blocklab/torch_index.py" in makefile
+    assert "TORCH_INDEX ?= auto" in makefile and "src/blocklab/tools/torch_index.py" in makefile
     dry = subprocess.run(["make", "-n", "-B", "install", "TORCH_INDEX=https://example.invalid/whl"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert 'index="https://example.invalid/whl"' in dry
 
 
 def test_the_script_prints_one_line_and_says_why():
-    done = subprocess.run([sys.executable, str(ROOT / "src/blocklab/torch_index.py")], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, str(ROOT / "src/blocklab/tools/torch_index.py")], capture_output=True, text=True)
     assert done.returncode == 2 and "usage:" in done.stderr

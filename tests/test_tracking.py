@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from blocklab.config import load_params
-from blocklab.tracking import PARENT_TAG, RUN_KEY_TAG, ensure_store, track, workspace_root
+from blocklab.run.config import load_params
+from blocklab.tools.tracking import PARENT_TAG, RUN_KEY_TAG, ensure_store, track, workspace_root
 
 from conftest import (
     alive, described, free_port, pristine_copy, started, started_by_tests, tree_of, wait_until_healthy,
@@ -334,7 +334,7 @@ def test_blocklab_ui_stopped_by_a_signal_to_it_alone_leaves_no_process_behind(tm
 
 def logged_run_of(project, client, variant: str, seed: int):
     """The MLflow run of the norm_order run whose results the workspace holds now (found by its run key)."""
-    from blocklab.tracking import run_key
+    from blocklab.tools.tracking import run_key
 
     spec = load_params(project.root / "params.yaml").spec("norm_order", variant)
     key = run_key(spec, seed, project.root / f"data/runs/norm_order/{variant}/seed{seed}")
@@ -347,7 +347,7 @@ def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logi
     import mlflow.pytorch
     import torch
 
-    from blocklab.sampling import read_model
+    from blocklab.tools.sampling import read_model
 
     uri = f"sqlite:///{project.root / 'mlflow.db'}"
     client = client_for(uri)
@@ -389,7 +389,7 @@ def test_a_runs_mlflow_times_are_its_training_not_its_logging(project, tmp_path)
 def test_an_experiment_created_from_a_temporary_copy_keeps_its_artifacts_beside_the_store(tmp_path, monkeypatch):
     """A queued experiment logs from `.dvc/tmp/exps/<copy>`, which DVC deletes afterwards: an experiment it
     creates first must not put its artifacts there."""
-    from blocklab.tracking import _client, _experiment_id
+    from blocklab.tools.tracking import _client, _experiment_id
 
     store = tmp_path / "workspace" / "mlflow.db"
     uri = f"sqlite:///{store}"

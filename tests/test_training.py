@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from blocklab.config import ModelConfig, TrainConfig
 from blocklab.errors import BlocklabError
-from blocklab.training import learning_rate, train_run, validation_windows
+from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.training import learning_rate, train_run, validation_windows
 
 SMALL_MODEL = ModelConfig(d_model=16, n_heads=2, n_layers=1, context=8)
 
@@ -93,21 +93,21 @@ def test_a_healthy_run_is_not_marked_diverged():
 
 
 def test_an_interrupted_long_run_resumes_from_its_checkpoint_to_the_uninterrupted_curve(tmp_path, monkeypatch):
-    from blocklab import training
+    from blocklab.run import training
 
     train, val, vocab = corpus()
     cfg = TrainConfig(steps=30, lr=1e-2, batch_size=4, eval_interval=5, eval_windows=8, device="cpu",
                       checkpoint_every=10)
     uninterrupted = train_run(SMALL_MODEL, cfg, 0, train, val, vocab)
     checkpoint = tmp_path / "seed0.pt"
-    save = training._save_checkpoint
+    save = training.Checkpoints.save
 
-    def save_then_crash(path, state):  # the process dies right after its second checkpoint
-        save(path, state)
-        if state["step"] == 20:
+    def save_then_crash(self, step, *state):  # the process dies right after its second checkpoint
+        save(self, step, *state)
+        if step == 20:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(training, "_save_checkpoint", save_then_crash)
+    monkeypatch.setattr(training.Checkpoints, "save", save_then_crash)
     with pytest.raises(KeyboardInterrupt):
         train_run(SMALL_MODEL, cfg, 0, train, val, vocab, checkpoint=checkpoint)
     monkeypatch.undo()
@@ -127,9 +127,7 @@ def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path):
                       checkpoint_every=10)
     other = TrainConfig(steps=30, lr=5e-3, batch_size=4, eval_interval=5, eval_windows=8, device="cpu",
                         checkpoint_every=10)
-    from blocklab.training import _save_checkpoint
-
-    _save_checkpoint(checkpoint, {"fingerprint": {"other": True}, "step": 20})
+    torch.save({"fingerprint": {"other": True}, "step": 20}, checkpoint)
     fresh = train_run(SMALL_MODEL, cfg, 0, train, val, vocab, checkpoint=checkpoint)
     assert fresh.resumed_from == 0
     assert fresh.curve == train_run(SMALL_MODEL, cfg, 0, train, val, vocab).curve
@@ -137,7 +135,7 @@ def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path):
 
 
 def test_a_written_run_reads_back_with_its_curve_and_metrics(tmp_path):
-    from blocklab.results import read_curve, read_metrics, read_timing, write_run
+    from blocklab.run.results import read_curve, read_metrics, read_timing, write_run
 
     train, val, vocab = corpus()
     cfg = TrainConfig(steps=12, batch_size=4, eval_interval=5, eval_windows=8, device="cpu")
@@ -155,11 +153,11 @@ def test_a_written_run_reads_back_with_its_curve_and_metrics(tmp_path):
 def test_a_checkpoint_is_read_onto_the_cpu_so_its_batch_generator_resumes_whatever_device_trains(tmp_path):
     """The batches are drawn by a CPU generator, whose `set_state` takes only a CPU tensor: reading a
     checkpoint with `map_location=<the training device>` (cuda) moved that state off the CPU."""
-    from blocklab.training import _save_checkpoint, load_checkpoint
+    from blocklab.run.training import load_checkpoint
 
     generator = torch.Generator().manual_seed(3)
     generator.manual_seed(3)
-    _save_checkpoint(tmp_path / "seed0.pt", {"generator": generator.get_state(), "losses": torch.ones(3)})
+    torch.save({"generator": generator.get_state(), "losses": torch.ones(3)}, tmp_path / "seed0.pt")
     saved = load_checkpoint(tmp_path / "seed0.pt")
     assert saved["generator"].device.type == "cpu" and saved["losses"].device.type == "cpu"
     resumed = torch.Generator()

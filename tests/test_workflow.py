@@ -123,12 +123,12 @@ def test_the_gate_finds_committed_results_that_are_not_the_commits(tmp_path):
 
     current = gate()
     assert current.returncode == 0 and "dvc.lock is this commit's" in current.stdout, current.stderr
-    training = project.root / "src/blocklab/training.py"
+    training = project.root / "src/blocklab/run/training.py"
     source = training.read_text()
     training.write_text(source + "# changed\n")
     changed = gate()
     assert changed.returncode == 1
-    assert "train_norm_order@pre: changed deps src/blocklab/training.py modified" in changed.stderr
+    assert "train_norm_order@pre: changed deps src/blocklab/run/training.py modified" in changed.stderr
     assert "Run `make repro` and commit dvc.lock and reports/" in changed.stderr
     training.write_text(source)
     params = project.params
@@ -136,8 +136,8 @@ def test_the_gate_finds_committed_results_that_are_not_the_commits(tmp_path):
     project.params = params
     changed = gate()
     assert changed.returncode == 1 and "params.yaml ablations.warmup.train modified" in changed.stderr
-    (project.root / "src/blocklab/optimizer.py").unlink()  # a source file no stage makes
-    assert "src/blocklab/optimizer.py deleted" in gate().stderr
+    (project.root / "src/blocklab/run/optimizer.py").unlink()  # a source file no stage makes
+    assert "src/blocklab/run/optimizer.py deleted" in gate().stderr
 
 
 def test_the_readme_test_command_is_what_ci_runs():

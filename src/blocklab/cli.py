@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from blocklab.config import load_params
 from blocklab.errors import BlocklabError, reports_errors
+from blocklab.run.config import load_params
 
 LEFTOVER_SECONDS = 600  # `blocklab store --prune`: a staging folder this old is no put in progress
 STOP_SECONDS = 10.0  # `blocklab ui`: from a stopping signal to its exit, its server's whole group stopped
@@ -65,7 +65,7 @@ def demo(params_file: str) -> None:
 
     Its runs are the default plan's own: a later `make repro` copies them instead of training them again.
     Its figure and verdicts go to data/demo/ (reports/ keeps the committed run's)."""
-    from blocklab.demo import run_demo
+    from blocklab.tools.demo import run_demo
 
     run_demo(params_file)
 
@@ -95,7 +95,7 @@ def show_params(params_file: str) -> None:
                    "[default: $BLOCKLAB_DASK_SCHEDULER, else the local workers].")
 @click.option("--dry-run", is_flag=True, help="Only say which stages are out of date and how many runs would train.")
 @click.option("--store", "store_dir", default="data/run_store", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.run_store).")
+              type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.schedule.run_store).")
 @params_option
 @reports_errors
 def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | None, dry_run: bool, store_dir: Path,
@@ -109,10 +109,10 @@ def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | Non
     scheduler is set, else in one-thread workers on this machine, one per core. Each result goes into the
     store the moment it is back: an interruption (Ctrl-C, a lost machine) loses only the runs still training.
     The stages that train nothing before them (download, encode) are reproduced first, through DVC."""
-    from blocklab.cluster import connect, scheduler_address
-    from blocklab.data import load_corpus
-    from blocklab.prefetch import ENCODED, runs_of_stages, stale_train_stages, train_ahead
-    from blocklab.run_store import RunKeys, RunStore
+    from blocklab.schedule.cluster import connect, scheduler_address
+    from blocklab.run.data import load_corpus
+    from blocklab.schedule.prefetch import ENCODED, runs_of_stages, stale_train_stages, train_ahead
+    from blocklab.schedule.run_store import RunKeys, RunStore
 
     address = scheduler_address(scheduler)
     if address:  # before any work: an unreachable scheduler fails within seconds, naming its address
@@ -132,7 +132,7 @@ def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | Non
         click.echo("nothing to train: every train and map stage is up to date (or restored by DVC's run cache)")
         return
     if dry_run:
-        from blocklab.plan import missing
+        from blocklab.schedule.plan import missing
 
         todo, distinct = missing(runs, store, click.echo), len({run.store_key for run in runs})
         click.echo(f"{distinct} distinct (the others' settings equal one of them): {distinct - len(todo)} in the run "
@@ -160,7 +160,7 @@ def _require_encoded(encoded: str | Path, why: str) -> None:
 @click.option("--prune", is_flag=True, help="Remove the entries no run of params.yaml needs with today's code, "
                                             "corpus and torch, and what interrupted writes left.")
 @click.option("--store", "store_dir", default="data/run_store", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.run_store).")
+              type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.schedule.run_store).")
 @click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="The encoded corpus the plan's runs train on.")
 @params_option
@@ -171,7 +171,7 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
     --prune, remove the rest."""
     import shutil
 
-    from blocklab.run_store import RunKeys, RunStore
+    from blocklab.schedule.run_store import RunKeys, RunStore
 
     if not Path(store_dir).is_dir():
         click.echo(f"{store_dir}: no run store yet, nothing trained here (`make demo` or `make repro` trains into it)")
@@ -252,7 +252,7 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
     run, because the machines are shared and noisy."""
     import json
 
-    from blocklab.bench import QUEUE_SWEEP_PARAM, pipeline_overhead, queue_sweep_values, queue_speedup
+    from blocklab.tools.bench import QUEUE_SWEEP_PARAM, pipeline_overhead, queue_sweep_values, queue_speedup
 
     if through_dvc and not trainer:
         raise click.UsageError("--through-dvc compares with the lesson's loop, which the trainer comparison times: "
@@ -276,8 +276,8 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
         sweep = figures["queue"] = queue_speedup(param, values, echo=click.echo)
         click.echo(f"dvc queue start -j 2 vs -j 1: {sweep['speedup']:.2f}x")
     if old_params:
-        from blocklab.bench import plan_cost
-        from blocklab.data import load_corpus
+        from blocklab.tools.bench import plan_cost
+        from blocklab.run.data import load_corpus
 
         click.echo(f"\ntraining time of the plan in {params_file} against {old_params}")
         _require_encoded(encoded, "--plan-against trains on it")
@@ -310,7 +310,7 @@ def docs(check_only: bool, walkthrough: bool) -> None:
     findings' verdicts, measured values and intervals, their count, the claims marked known to fail, samples,
     and the walk-through's real outputs (docs/walkthrough/). Run it after `make repro` and commit with the
     reports; CI runs --check."""
-    from blocklab.docs import capture_walkthrough, stale, write
+    from blocklab.tools.docs import capture_walkthrough, stale, write
 
     root = Path.cwd()
     if check_only:
@@ -327,7 +327,7 @@ def docs(check_only: bool, walkthrough: bool) -> None:
 
 
 def _bench_time_left(params_file: str) -> dict:
-    from blocklab.bench import time_left_quality
+    from blocklab.tools.bench import time_left_quality
 
     quality = time_left_quality(load_params(params_file), Path("data/runs"))
     click.echo(f"\nthe plan bar's time left, {quality['runs']} runs (measured / estimated a run: median "
@@ -343,7 +343,7 @@ def _bench_time_left(params_file: str) -> dict:
 def _both_ways(targets: tuple[str, ...], dask_workers: int) -> dict:
     import tempfile
 
-    from blocklab.bench import make_repro_both_ways
+    from blocklab.tools.bench import make_repro_both_ways
 
     with tempfile.TemporaryDirectory(prefix="blocklab-both-ways-") as workdir:
         both = make_repro_both_ways(Path(workdir), dask_workers, targets, echo=click.echo)
@@ -374,7 +374,7 @@ def _bench_through_dvc(ablation: str, params_file: str, dask_workers: int, refer
 def _bench_plan_schedule(params_file: str, workers: str) -> list[dict]:
     import json
 
-    from blocklab.bench import plan_schedule, plan_stage_times
+    from blocklab.tools.bench import plan_schedule, plan_stage_times
 
     timings_file = Path("reports/timings.json")
     if not timings_file.exists():
@@ -399,8 +399,8 @@ def _bench_plan_schedule(params_file: str, workers: str) -> list[dict]:
 def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: str, rounding: bool) -> dict:
     from dataclasses import replace
 
-    from blocklab.bench import compare_trainers
-    from blocklab.data import load_corpus
+    from blocklab.tools.bench import compare_trainers
+    from blocklab.run.data import load_corpus
 
     specs = [s for s in load_params(params_file).specs() if s.ablation == ablation]
     if not specs:
@@ -451,7 +451,7 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
     """Generate text from a trained run, RUN = <ablation>/<variant>[/seed<k>] (default: the ablation's first
     seed), as nanoGPT's sample.py does and with its defaults: the context cropped to the model's, logits over
     the temperature, top-k, multinomial. The same seed gives the same text."""
-    from blocklab.sampling import SampleSettings, run_directory, sample_run
+    from blocklab.tools.sampling import SampleSettings, run_directory, sample_run
 
     settings = SampleSettings(prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed,
                               num_samples=num_samples)
@@ -504,8 +504,8 @@ def check(ctx: click.Context, claims_file: str, metrics_file: str, gradients_fil
     Exit status: 0 the verdicts are recorded; 1 with --strict, an unmarked claim that ran fails or is
     inconclusive; 2 the claims file is malformed or names a run params.yaml does not plan (the pipeline
     is broken, which says nothing about the findings)."""
-    from blocklab.check import BrokenPipeline, check_reports, recorded, show
-    from blocklab.results import write_json
+    from blocklab.analysis.check import BrokenPipeline, check_reports, recorded, show
+    from blocklab.run.results import write_json
 
     try:
         checked = check_reports(claims_file, metrics_file, gradients_file, runs_dir, reference_file, params_file)
@@ -544,7 +544,7 @@ def diff(a: str, b: str | None, markdown: bool, fail_on_change: bool) -> None:
 
     Exit status: 0; 1 with --fail-on-change when a claim changed verdict; 2 when a revision cannot be
     compared (unknown, without reports/claims.json, or a workspace whose reports are out of date)."""
-    from blocklab.diff import DiffError, as_markdown, as_text, check_reproduced, compare, read_revision
+    from blocklab.analysis.diff import DiffError, as_markdown, as_text, check_reproduced, compare, read_revision
 
     try:
         after = read_revision(b)
@@ -576,7 +576,7 @@ def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file
     import json
     import time
 
-    from blocklab.tracking import track as track_runs
+    from blocklab.tools.tracking import track as track_runs
 
     started = time.perf_counter()
     params = load_params(params_file)
@@ -613,8 +613,8 @@ def ui(port: int, tracking_uri: str | None) -> None:
     import subprocess
     import sys
 
-    from blocklab.processes import stop_within
-    from blocklab.tracking import ensure_store, tracking_uri as default_uri, ui_addresses
+    from blocklab.tools.processes import stop_within
+    from blocklab.tools.tracking import ensure_store, tracking_uri as default_uri, ui_addresses
 
     uri = tracking_uri or default_uri()
     ensure_store(uri)

@@ -7,7 +7,7 @@ for (a local wheel house or a mirror, as on CI's machines, which reach no other 
 PyPI's, whose wheels there are CPU builds. `make install TORCH_INDEX=...` overrides the choice.
 
 Run by the Makefile before blocklab is installed, so the standard library only:
-    python src/blocklab/torch_index.py 'torch==2.13.0' [--index-url URL]
+    python src/blocklab/tools/torch_index.py 'torch==2.13.0' [--index-url URL]
 prints the index to pass to pip (an empty line: pip's configured one) and, on stderr, why.
 """
 
@@ -75,7 +75,7 @@ def configured_build(requirement: str, index_url: str | None = None) -> str | No
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
-        print("usage: python src/blocklab/torch_index.py 'torch==X.Y.Z' [--index-url URL]", file=sys.stderr)
+        print("usage: python src/blocklab/tools/torch_index.py 'torch==X.Y.Z' [--index-url URL]", file=sys.stderr)
         return 2
     requirement, index_url = argv[0], argv[2] if argv[1:2] == ["--index-url"] and len(argv) > 2 else None
     gpu = has_nvidia_gpu()

@@ -17,11 +17,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from blocklab.config import ModelConfig, TrainConfig
-from blocklab.model import build_model
-from blocklab.optimizer import AdamW
-from blocklab.threads import torch_threads
-from blocklab.training import loss_and_gradients
+from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.model import build_model
+from blocklab.run.optimizer import AdamW
+from blocklab.run.threads import torch_threads
+from blocklab.run.training import loss_and_gradients
 
 KINDS = {  # ATen operations by what they compute; anything else that is not a view is "other"
     "matrix products": {"mm", "addmm", "bmm"},

@@ -5,11 +5,12 @@ Variants of different ablations often train the same runs: post-norm without war
 and `ffn_type/mlp`. Every CPU run trains at one thread from its seed, so equal settings give equal
 results, bit for bit. Whoever trains a run first (a train stage, or `blocklab prefetch` for the whole
 plan at once) leaves it in the store (`data/run_store/<key>/`); a stage whose run has that key copies it
-instead of training (`blocklab.plan`).
+instead of training (`blocklab.schedule.plan`).
 
-The key hashes everything a run's results depend on: its resolved model and training settings, its
-seed, the encoded corpus, the torch version, and the source of the code that trains it and writes its
-files (`TRAINING_CODE`, the same files whatever process computes the key). A change to any of them
+The key hashes everything a run's results depend on: its resolved model and training settings (in their
+canonical spelling: two settings that build the same computation share a key), its seed, the encoded corpus,
+the torch version, and the source of the package that trains it and writes its files, `blocklab.run` (every
+file of it, whatever process computes the key). A change to any of them
 trains afresh, so a stale copy is never used; `blocklab store --prune` removes what no setting of the
 current plan needs. The store lies outside DVC's outputs and is never committed.
 
@@ -34,29 +35,27 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from blocklab.config import RunSpec
+import blocklab.run
+from blocklab.run.config import RunSpec
 
 STORE_DIR = Path("data/run_store")
 ORIGIN_FILE = "origin.json"
 MANIFEST_FILE = "manifest.json"
 STAGING_PREFIX = ".incoming-"  # a put in progress, or one a killed process left: never read, pruned
 BIN_PREFIX = ".discarded-"  # a damaged entry on its way out
-PACKAGE = Path(__file__).resolve().parent
-# The modules whose source decides a run's files: what resolves its settings, loads the corpus, builds and
-# trains the model, runs it at one thread, and writes its files. tests/test_run_store.py checks that it
-# holds every module they import.
-TRAINING_CODE = ("config", "data", "diagnostics", "model", "optimizer", "results", "runner", "threads", "training")
+# The package whose every file decides a run's numbers (and is every train stage's code dependency in dvc.yaml).
+RUN_CODE = Path(blocklab.run.__file__).resolve().parent
 
 
 class DamagedEntry(Exception):
     """A store entry whose files do not match its manifest (or that has none): it has been discarded."""
 
 
-def code_digest() -> str:
-    """The sha256 of the training code's source (`TRAINING_CODE`)."""
+def code_digest(package: Path | None = None) -> str:
+    """The sha256 of the source of `blocklab.run` (or of the package folder given), file by file."""
     digest = hashlib.sha256()
-    for name in TRAINING_CODE:
-        digest.update(name.encode() + b"\0" + (PACKAGE / f"{name}.py").read_bytes() + b"\0")
+    for path in sorted((package or RUN_CODE).glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -79,7 +78,7 @@ class RunKeys:
 
     def of(self, spec: RunSpec) -> dict[int, str]:
         """Each of `spec`'s seeds' key (names and labels do not enter it: equal settings, equal key)."""
-        shared = {**self.shared, "model": asdict(spec.model), "train": asdict(spec.train)}
+        shared = {**self.shared, "model": asdict(spec.model.canonical()), "train": asdict(spec.train)}
         return {seed: hashlib.sha256(json.dumps({**shared, "seed": seed}, sort_keys=True).encode()).hexdigest()
                 for seed in spec.seeds}
 

@@ -2,10 +2,10 @@
 
 Every choice an ablation makes (attention heads and projection, feed-forward kind and width,
 activation, norm type and placement, residual scheme, depth) is a field of `ModelConfig` (in
-`blocklab.config`, with the rest of params.yaml's schema) and is read in exactly one place below.
+`blocklab.run.config`, with the rest of params.yaml's schema) and is read in exactly one place below.
 The defaults build the lesson's model; module creation order (embeddings, blocks: norms, attention,
 feed-forward; final norm, head) fixes what a seed initialises. How many threads compute it (which
-decides how its sums round) is `blocklab.runner`'s business, not the model's.
+decides how its sums round) is `blocklab.schedule.pool`'s business, not the model's.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from blocklab.config import ModelConfig
+from blocklab.run.config import ModelConfig
 
 NORM_EPS = 1e-5
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}
@@ -52,7 +52,7 @@ class CausalSelfAttention(nn.Module):
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """The attention logits the softmax takes, (B, nh, T, T): q.k times the scale, -inf where causality
-        masks them (what `blocklab.diagnostics` reads; training never calls it)."""
+        masks them (what `blocklab.run.diagnostics` reads; training never calls it)."""
         q, k, _ = self.heads(x)
         scores = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if self.scale is None else self.scale)
         T = x.shape[1]

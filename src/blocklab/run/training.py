@@ -10,24 +10,23 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from blocklab.config import ModelConfig, TrainConfig
-from blocklab.data import atomic_write
-from blocklab.diagnostics import Diagnostics
 from blocklab.errors import BlocklabError
-from blocklab.model import build_model, learning_rate_multipliers, parameter_counts
-from blocklab.optimizer import AdamW
-from blocklab.results import PROBES
+from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.diagnostics import Diagnostics
+from blocklab.run.model import build_model, learning_rate_multipliers, parameter_counts
+from blocklab.run.optimizer import AdamW
+from blocklab.run.results import PROBES, RunResult, finite_or_none
 
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
 EVAL_BATCH = 256  # validation windows per forward pass
-CHECKPOINT_FORMAT = 5  # 3: blocklab.optimizer.AdamW's flat state; 4: with the loss at initialisation; 5: diagnostics
+CHECKPOINT_FORMAT = 5  # 3: blocklab.run.optimizer.AdamW's flat state; 4: with the loss at initialisation; 5: diagnostics
 
 
 def resolve_device(name: str) -> torch.device:
@@ -54,18 +53,6 @@ def validation_windows(val: torch.Tensor, context: int, count: int) -> tuple[tor
     starts = torch.linspace(0, last_start, min(count, last_start + 1)).long().unique()
     offsets = torch.arange(context)
     return val[starts[:, None] + offsets], val[starts[:, None] + offsets + 1]
-
-
-@dataclass
-class RunResult:
-    curve: list[dict]  # one row per step: step, loss, grad_norm, lr, val_loss (None between evaluations)
-    metrics: dict
-    seconds: float
-    resumed_from: int = 0  # the step a run resumed from its checkpoint (0: trained from the start)
-    weights: dict | None = None  # the final state dict, on the CPU
-    started_at: float = 0.0  # wall-clock time (time.time()) when its training started and ended
-    ended_at: float = 0.0
-    cell_seconds: float = 0.0  # its wall time in `blocklab.runner`, set up and results included (set there)
 
 
 def loss_and_gradients(model: torch.nn.Module, params: list[torch.Tensor], chunk: torch.Tensor, z_loss: float = 0.0
@@ -95,8 +82,9 @@ def evaluate_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batc
     return total / y.numel()
 
 
-def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, dict[str, float | None]]:
-    """The validation loss, and what `blocklab.diagnostics` reads of the model meanwhile."""
+def validation_loss_and_probes(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
+                               ) -> tuple[float, dict[str, float | None]]:
+    """The validation loss, and what `blocklab.run.diagnostics` reads of the model meanwhile."""
     with Diagnostics(model) as diagnostics:
         loss = evaluate_loss(model, x, y)
     return loss, diagnostics.values()
@@ -122,6 +110,22 @@ def random_batches_loss(model: torch.nn.Module, val: torch.Tensor, context: int,
     return sum(losses) / len(losses)
 
 
+@dataclass
+class Record:
+    """What a run has measured so far: each step's loss and gradient norm, and at each evaluation step the
+    validation loss and the diagnostics; its validation loss before the first step; the step it starts from."""
+
+    losses: torch.Tensor
+    grad_norms: torch.Tensor
+    val_losses: dict[int, float] = field(default_factory=dict)
+    probes: dict[int, dict] = field(default_factory=dict)
+    init_loss: float = math.nan
+    first: int = 0
+
+    def evaluate(self, step: int, model: torch.nn.Module, val_x: torch.Tensor, val_y: torch.Tensor) -> None:
+        self.val_losses[step], self.probes[step] = validation_loss_and_probes(model, val_x, val_y)
+
+
 def train_run(
     model_cfg: ModelConfig,
     train_cfg: TrainConfig,
@@ -141,7 +145,7 @@ def train_run(
     resumed curve is the uninterrupted one. The file is removed when the run completes.
 
     `on_step(step)` is called after each completed step. The thread count is the caller's (it decides
-    how the results round): `blocklab.runner` trains every CPU run with one."""
+    how the results round): `blocklab.run.cell` trains every CPU run with one."""
     device = resolve_device(train_cfg.device)
     T, B = model_cfg.context, train_cfg.batch_size
     if len(train) < T + 2:
@@ -158,72 +162,68 @@ def train_run(
     generator = torch.Generator().manual_seed(seed)  # batches are drawn on the CPU, as in the lesson
     windows = torch.arange(T + 1, device=device)
     train_on_device = train.to(device)
-
     steps = train_cfg.steps
-    losses = torch.empty(steps, device=device)
-    grad_norms = torch.empty(steps, device=device)
-    val_losses: dict[int, float] = {}
-    probes: dict[int, dict] = {}  # blocklab.diagnostics' values at each evaluation step
+    record = Record(torch.empty(steps, device=device), torch.empty(steps, device=device))
+    saving = Checkpoints.of(checkpoint, train_cfg, {"model": asdict(model_cfg), "train": asdict(train_cfg),
+                                                     "seed": seed, "vocab": vocab_size, "n_train": len(train)})
+    if saving is not None:
+        saving.resume(model, optimizer, generator, record)
+    if record.first == 0:  # the validation loss at initialisation (no randomness drawn: the batches stay the lesson's)
+        record.init_loss = evaluate_loss(model, val_x, val_y)
     diverged_at: int | None = None  # a loss or gradient norm that is NaN or infinite ends the run there
-    every = train_cfg.checkpoint_every if checkpoint is not None and steps > train_cfg.checkpoint_every > 0 else 0
-    fingerprint = {"format": CHECKPOINT_FORMAT, "model": asdict(model_cfg), "train": asdict(train_cfg),
-                   "seed": seed, "vocab": vocab_size, "n_train": len(train)}
-    first = 0
-    if every and Path(checkpoint).exists():
-        saved = load_checkpoint(checkpoint)
-        if saved["fingerprint"] == fingerprint:
-            model.load_state_dict(saved["model"])
-            optimizer.load_state_dict(saved["optimizer"])
-            generator.set_state(saved["generator"])
-            first = saved["step"]
-            losses[:first], grad_norms[:first] = saved["losses"], saved["grad_norms"]
-            val_losses.update(saved["val_losses"])
-            probes.update(saved["probes"])
-            init_loss = saved["val_loss_init"]
-    if first == 0:  # the validation loss at initialisation (no randomness drawn: the batches stay the lesson's)
-        init_loss = evaluate_loss(model, val_x, val_y)
     started, started_at = time.perf_counter(), time.time()
-    for step in tqdm(range(first, steps), desc=progress, disable=progress is None, position=position, leave=False,
-                     initial=first, total=steps):
+    for step in tqdm(range(record.first, steps), desc=progress, disable=progress is None, position=position,
+                     leave=False, initial=record.first, total=steps):
         starts = torch.randint(0, len(train) - T - 1, (B,), generator=generator).to(device)
         chunk = train_on_device[starts[:, None] + windows]  # (B, T + 1)
         optimizer.lr = learning_rate(train_cfg, step)
         optimizer.zero_grad()
-        losses[step], grad_norms[step] = loss_and_gradients(model, params, chunk, train_cfg.z_loss)
-        if not bool(torch.isfinite(losses[step]) & torch.isfinite(grad_norms[step])):
+        record.losses[step], record.grad_norms[step] = loss_and_gradients(model, params, chunk, train_cfg.z_loss)
+        if not bool(torch.isfinite(record.losses[step]) & torch.isfinite(record.grad_norms[step])):
             diverged_at = step  # stop before the step: the weights stay finite for the last evaluation
-            val_losses[step], probes[step] = evaluate(model, val_x, val_y)
+            record.evaluate(step, model, val_x, val_y)
             break
         optimizer.step()
         if (step + 1) % train_cfg.eval_interval == 0 or step + 1 == steps:
-            val_losses[step], probes[step] = evaluate(model, val_x, val_y)
+            record.evaluate(step, model, val_x, val_y)
         if on_step is not None:
             on_step(step)
-        if every and (step + 1) % every == 0 and step + 1 < steps:
-            _save_checkpoint(checkpoint, {
-                "fingerprint": fingerprint, "step": step + 1, "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
-                "losses": losses[: step + 1].clone(), "grad_norms": grad_norms[: step + 1].clone(),
-                "val_losses": dict(val_losses), "val_loss_init": init_loss, "probes": dict(probes)})
+        if saving is not None and (step + 1) % saving.every == 0 and step + 1 < steps:
+            saving.save(step + 1, model, optimizer, generator, record)
     seconds, ended_at = time.perf_counter() - started, time.time()
-    if every:
-        Path(checkpoint).unlink(missing_ok=True)
-
+    if saving is not None:
+        saving.remove()
     done = steps if diverged_at is None else diverged_at + 1
-    curve = [
-        {"step": step, "loss": loss, "grad_norm": norm, "lr": learning_rate(train_cfg, step),
-         "val_loss": val_losses.get(step), **probes.get(step, dict.fromkeys(PROBES))}
-        for step, (loss, norm) in enumerate(zip(losses[:done].tolist(), grad_norms[:done].tolist()))
-    ]
-    last = [x for x in losses[:done][-LAST_STEPS:].tolist() if math.isfinite(x)]
-    finite_norms = [r["grad_norm"] for r in curve if math.isfinite(r["grad_norm"])]
+    metrics = final_metrics(model, record, done, diverged_at, device)
+    if train_cfg.eval_batches:  # only then: the metrics of runs without it stay as they were
+        metrics["val_loss_batches"] = finite_or_none(random_batches_loss(model, val, T, B, train_cfg.eval_batches,
+                                                                         seed))
+    weights = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
+    return RunResult(curve=curve_rows(record, train_cfg, done), metrics=metrics, seconds=seconds,
+                     resumed_from=record.first, weights=weights, started_at=started_at, ended_at=ended_at)
+
+
+def curve_rows(record: Record, train_cfg: TrainConfig, done: int) -> list[dict]:
+    """One row per step trained: its loss, gradient norm and learning rate; at evaluation steps the validation
+    loss and the diagnostics (None elsewhere)."""
+    return [{"step": step, "loss": loss, "grad_norm": norm, "lr": learning_rate(train_cfg, step),
+             "val_loss": record.val_losses.get(step), **record.probes.get(step, dict.fromkeys(PROBES))}
+            for step, (loss, norm) in enumerate(zip(record.losses[:done].tolist(), record.grad_norms[:done].tolist()))]
+
+
+def final_metrics(model: torch.nn.Module, record: Record, done: int, diverged_at: int | None,
+                  device: torch.device) -> dict:
+    """metrics.json: the lesson's figure (the mean training loss over the last 25 steps), the last evaluation,
+    the largest gradient norm, the parameter counts, and what produced the run. None where a diverged run has
+    no finite value to report (JSON has no NaN)."""
+    last = [x for x in record.losses[:done][-LAST_STEPS:].tolist() if math.isfinite(x)]
+    finite_norms = [x for x in record.grad_norms[:done].tolist() if math.isfinite(x)]
     counts = parameter_counts(model)
-    metrics = {
-        # None where a diverged run has no finite value to report (JSON has no NaN).
+    return {
         "train_loss_last25": sum(last) / len(last) if last else None,
-        "val_loss": _finite_or_none(val_losses[done - 1]),
-        "val_loss_init": _finite_or_none(init_loss),  # before the first step: what LR sensitivity caps a loss at
-        **probes[done - 1],  # blocklab.diagnostics at the last evaluation
+        "val_loss": finite_or_none(record.val_losses[done - 1]),
+        "val_loss_init": finite_or_none(record.init_loss),  # before the first step: what LR sensitivity caps a loss at
+        **record.probes[done - 1],  # blocklab.run.diagnostics at the last evaluation
         "max_grad_norm": max(finite_norms) if finite_norms else None,
         "diverged": diverged_at is not None,
         "diverged_at_step": diverged_at,
@@ -237,12 +237,53 @@ def train_run(
         "device": device.type,
         "torch_version": torch.__version__,
     }
-    if train_cfg.eval_batches:  # only then: the metrics of runs without it stay as they were
-        metrics["val_loss_batches"] = _finite_or_none(random_batches_loss(
-            model, val, T, B, train_cfg.eval_batches, seed))
-    weights = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
-    return RunResult(curve=curve, metrics=metrics, seconds=seconds, resumed_from=first, weights=weights,
-                     started_at=started_at, ended_at=ended_at)
+
+
+@dataclass
+class Checkpoints:
+    """A long run's checkpoint: its whole state saved every `every` steps, resumed from after an interruption
+    when it was saved by a run of the same settings (`fingerprint`), removed when the run completes."""
+
+    path: Path
+    every: int
+    fingerprint: dict
+
+    @classmethod
+    def of(cls, path: Path | None, train_cfg: TrainConfig, settings: dict) -> "Checkpoints | None":
+        """Checkpoints for a run longer than `checkpoint_every` steps with somewhere to keep them, else None."""
+        if path is None or not train_cfg.steps > train_cfg.checkpoint_every > 0:
+            return None
+        return cls(Path(path), train_cfg.checkpoint_every, {"format": CHECKPOINT_FORMAT, **settings})
+
+    def resume(self, model: torch.nn.Module, optimizer: AdamW, generator: torch.Generator, record: Record) -> None:
+        if not self.path.exists():
+            return
+        saved = load_checkpoint(self.path)
+        if saved["fingerprint"] != self.fingerprint:  # another run's: ignored, and overwritten in time
+            return
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        generator.set_state(saved["generator"])
+        record.first = step = saved["step"]
+        record.losses[:step], record.grad_norms[:step] = saved["losses"], saved["grad_norms"]
+        record.val_losses.update(saved["val_losses"])
+        record.probes.update(saved["probes"])
+        record.init_loss = saved["val_loss_init"]
+
+    def save(self, step: int, model: torch.nn.Module, optimizer: AdamW, generator: torch.Generator,
+             record: Record) -> None:
+        """The state after `step` steps, written atomically: an interruption while saving keeps the last one."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(self.path.name + ".part")
+        torch.save({"fingerprint": self.fingerprint, "step": step, "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+                    "losses": record.losses[:step].clone(), "grad_norms": record.grad_norms[:step].clone(),
+                    "val_losses": dict(record.val_losses), "val_loss_init": record.init_loss,
+                    "probes": dict(record.probes)}, partial)
+        os.replace(partial, self.path)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: Path) -> dict:
@@ -250,16 +291,3 @@ def load_checkpoint(path: Path) -> dict:
     (`Generator.set_state` takes only a CPU tensor), and `load_state_dict` copies the rest to the model's
     and the optimizer's own devices."""
     return torch.load(path, map_location="cpu", weights_only=False)
-
-
-def _save_checkpoint(path: Path, state: dict) -> None:
-    """Write atomically: an interruption while saving leaves the previous checkpoint intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
-    torch.save(state, partial)
-    os.replace(partial, path)
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None

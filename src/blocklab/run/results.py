@@ -1,7 +1,7 @@
 """The files one trained run leaves behind, and reading them back.
 
     <runs>/<ablation>/<variant>/seed<k>/curve.csv     step, loss, grad_norm, lr, val_loss, attn_logit_max,
-                                                      logit_log_z (blocklab.diagnostics)
+                                                      logit_log_z (blocklab.run.diagnostics)
     <runs>/<ablation>/<variant>/seed<k>/metrics.json  final metrics (deterministic)
     <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds, tokens/s, start and end of its training,
                                                       the step it resumed from, its wall time in the runner
@@ -16,20 +16,37 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import asdict
+import math
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from blocklab.config import ModelConfig
-    from blocklab.training import RunResult
+    from blocklab.run.config import ModelConfig
 
-PROBES = ("attn_logit_max", "logit_log_z")  # blocklab.diagnostics: what a run records at its evaluation steps
+PROBES = ("attn_logit_max", "logit_log_z")  # blocklab.run.diagnostics: what a run records at its evaluation steps
 CURVE_COLUMNS = ["step", "loss", "grad_norm", "lr", "val_loss", *PROBES]
 MODEL_FILE = "model.pt"
 MODEL_FORMAT = 1
+
+
+@dataclass
+class RunResult:
+    curve: list[dict]  # one row per step: step, loss, grad_norm, lr, val_loss (None between evaluations)
+    metrics: dict
+    seconds: float
+    resumed_from: int = 0  # the step a run resumed from its checkpoint (0: trained from the start)
+    weights: dict | None = None  # the final state dict, on the CPU
+    started_at: float = 0.0  # wall-clock time (time.time()) when its training started and ended
+    ended_at: float = 0.0
+    cell_seconds: float = 0.0  # its wall time in `blocklab.schedule.pool`, set up and results included (set there)
+
+
+def finite_or_none(value: float) -> float | None:
+    """A value as a run's files record it: JSON has no NaN or infinity, so a value that is not finite is None."""
+    return value if math.isfinite(value) else None
 
 
 def run_dir(variant_dir: Path, seed: int) -> Path:
@@ -41,7 +58,7 @@ def write_json(path: Path, data: dict, sort_keys: bool = True) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
 
 
-def write_run(directory: Path, result: "RunResult", tokens_per_step: int, model: "ModelConfig | None" = None,
+def write_run(directory: Path, result: RunResult, tokens_per_step: int, model: "ModelConfig | None" = None,
               chars: list[str] | None = None) -> None:
     """The run's files; with `model` and `chars`, also its weights as a self-contained `model.pt`."""
     directory = Path(directory)

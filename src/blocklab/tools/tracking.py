@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from blocklab.config import Params, RunSpec
-from blocklab.results import read_curve, read_metrics, read_timing, run_dir
+from blocklab.run.config import Params, RunSpec
+from blocklab.run.results import read_curve, read_metrics, read_timing, run_dir
 
 STORE_FILE = "mlflow.db"
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
@@ -463,7 +463,7 @@ def log_model_and_sample(client, run_id: str, directory: Path, experiment_id: st
     from mlflow.models import ModelSignature
     from mlflow.types import Schema, TensorSpec
 
-    from blocklab.sampling import SampleSettings, read_model, sample_run
+    from blocklab.tools.sampling import SampleSettings, read_model, sample_run
 
     model, cfg, chars = read_model(directory)
     model_context = cfg.context

@@ -19,13 +19,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from blocklab.config import ModelConfig, Params, RunSpec
-from blocklab.data import Corpus
-from blocklab.model import training_flops_per_token
-from blocklab.step_kernels import kernel_seconds, record_step
-from blocklab.runner import THREADS, jobs_of, train_runs
-from blocklab.threads import torch_threads
-from blocklab.training import LAST_STEPS
+from blocklab.run.cell import THREADS
+from blocklab.run.config import ModelConfig, Params, RunSpec
+from blocklab.run.data import Corpus
+from blocklab.run.model import training_flops_per_token
+from blocklab.run.threads import torch_threads
+from blocklab.run.training import LAST_STEPS
+from blocklab.schedule.plan import jobs_of
+from blocklab.schedule.pool import train_runs
+from blocklab.tools.step_kernels import kernel_seconds, record_step
 
 
 # --- the lesson's model and loop, exactly as ../shared/reference/README.md describes them ---------
@@ -224,7 +226,7 @@ def pipeline_overhead(timings_file: Path, echo=print) -> dict:
     emptied first, so that every run trains rather than being copied."""
     import shutil
 
-    from blocklab.run_store import STORE_DIR
+    from blocklab.schedule.run_store import STORE_DIR
 
     shutil.rmtree(STORE_DIR, ignore_errors=True)
     started = time.perf_counter()
@@ -241,7 +243,7 @@ def pipeline_overhead(timings_file: Path, echo=print) -> dict:
 
 def plan_cost(old: Params, new: Params, corpus: Corpus, timings_file: Path, echo=print) -> dict:
     """What a change of plan costs in training time, old plan (every run trained) against new (a run equal to
-    one an earlier stage trained is copied from the run store, blocklab.run_store), in the same run.
+    one an earlier stage trained is copied from the run store, blocklab.schedule.run_store), in the same run.
 
     A variant whose resolved settings (seeds included) both plans share, and that the new plan trains whole,
     costs the same under either: its time is read from this checkout's `timings_file` (a stage's time is
@@ -445,7 +447,7 @@ def _local_dask_cluster(workers: int):
     leaving; yields its address."""
     from contextlib import contextmanager
 
-    from blocklab.processes import stop_group
+    from blocklab.tools.processes import stop_group
 
     @contextmanager
     def cluster():
@@ -483,12 +485,12 @@ def time_left_quality(params: Params, runs_dir: Path, at: tuple[float, ...] = (0
                       ) -> dict:
     """How well `blocklab prefetch`'s bar told the time left, from the runs it trained (their timing.json
     under `runs_dir`, all trained in one prefetch): after each share `at` of the runs was back, the time left
-    the bar showed (the estimate still to train at the average pace so far, `blocklab.plan.estimated_seconds`)
+    the bar showed (the estimate still to train at the average pace so far, `blocklab.schedule.plan.estimated_seconds`)
     against the time the rest took. Also the least-squares fit of the estimate's four costs to these runs,
-    which is where `blocklab.plan.COSTS` come from."""
+    which is where `blocklab.schedule.plan.COSTS` come from."""
     import numpy as np
 
-    from blocklab.plan import cost_terms, estimated_seconds
+    from blocklab.schedule.plan import cost_terms, estimated_seconds
 
     timings = _run_timings(runs_dir)
     runs = [(spec, timings[spec.key(seed)]) for spec in params.specs() + params.map_specs() for seed in spec.seeds

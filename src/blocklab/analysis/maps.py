@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from blocklab.config import Params, RunSpec, spelled
-from blocklab.intervals import half_width
-from blocklab.results import PROBES
+from blocklab.analysis.intervals import half_width
+from blocklab.run.config import Params, RunSpec, spelled
+from blocklab.run.results import PROBES
 
 LR_FIELD = "lr"
 
@@ -156,7 +156,7 @@ def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
                      "val_loss_max": round(float(losses.max()), 6) if len(losses) else None,
                      "collapsed": int(group["collapsed"].sum()), "blown_up": int(group["blown_up"].sum()),
                      "diverged": int(group["diverged"].sum()), "trained": int(group["trains"].sum()),
-                     # blocklab.diagnostics at the last evaluation, seed means (6 significant figures: the
+                     # blocklab.run.diagnostics at the last evaluation, seed means (6 significant figures: the
                      # attention logit spans orders of magnitude)
                      **{f"{probe}_mean": _significant(group[probe].dropna().astype(float).mean()) for probe in PROBES}})
     return pd.DataFrame(rows)

@@ -46,10 +46,10 @@ def _run(command: list[str], echo: Callable[..., None], quiet: bool = False) -> 
 
 def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click.secho) -> dict:
     """Train, check, draw and sample; returns what it found (verdicts, figure, samples, seconds)."""
-    from blocklab.check import show, verdicts_over
-    from blocklab.config import load_params
-    from blocklab.reference import load_reference
-    from blocklab.report import collect
+    from blocklab.analysis.check import show, verdicts_over
+    from blocklab.run.config import load_params
+    from blocklab.analysis.reference import load_reference
+    from blocklab.analysis.report import collect
 
     started = time.perf_counter()
     params = load_params(params_file)
@@ -67,7 +67,7 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     echo(f"\nThe findings these {runs} runs decide ({len(decided)} of {len(checked.verdicts)} claims):\n", bold=True)
     show(checked, echo, not_run_details=False)
 
-    from blocklab import plots
+    from blocklab.analysis import plots
 
     OUT.mkdir(parents=True, exist_ok=True)
     figures = plots.ablation_outputs(params_file, "norm_order", RUNS, metrics, OUT, load_reference("reference.yaml"))
@@ -75,7 +75,7 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     (OUT / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     (OUT / "claims.json").write_text(json.dumps(decided, indent=1) + "\n")
 
-    from blocklab.sampling import SampleSettings, run_directory, sample_run
+    from blocklab.tools.sampling import SampleSettings, run_directory, sample_run
 
     settings = SampleSettings(tokens=SAMPLE_CHARACTERS)  # nanoGPT's prompt, temperature, top-k and seed
     samples = {}

@@ -9,7 +9,7 @@ Wortsman et al. 2023 (*Small-scale proxies for large-scale Transformer training 
 
 Both are read while the validation loss is computed, by forward hooks that only read what passes (the
 attention's input, the model's output): they draw no random numbers and change no bit of the loss or of
-training (tests/test_diagnostics.py).
+training (tests/test_proxies_switches.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import math
 import torch
 import torch.nn as nn
 
-from blocklab.model import CausalSelfAttention
-from blocklab.results import PROBES
+from blocklab.run.model import CausalSelfAttention
+from blocklab.run.results import PROBES, finite_or_none
 
 
 class Diagnostics:
@@ -53,8 +53,4 @@ class Diagnostics:
     def values(self) -> dict[str, float | None]:
         """What the hooks saw: None for a model without attention (the bigram), or a value that is not finite."""
         log_z = self._log_z_sum / self._positions if self._positions else math.nan
-        return dict(zip(PROBES, (_finite_or_none(self.attn_logit_max), _finite_or_none(log_z))))
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
+        return dict(zip(PROBES, (finite_or_none(self.attn_logit_max), finite_or_none(log_z))))

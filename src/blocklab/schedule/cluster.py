@@ -2,7 +2,7 @@
 
 With `$BLOCKLAB_DASK_SCHEDULER` (or `--scheduler`) set to a scheduler's address, the train and map stages
 and `blocklab prefetch` submit their runs to that cluster instead of training them on the local workers:
-each run is one task calling `blocklab.runner.run_cell` with the run's resolved settings and the corpus. A
+each run is one task calling `blocklab.schedule.pool.run_cell` with the run's resolved settings and the corpus. A
 worker needs blocklab installed and the same torch build to give bitwise the local results (every CPU run
 trains at one thread; start workers with `--nthreads 1`, one run at a time per worker process, and as many
 processes as cores).
@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from blocklab.data import Corpus
 from blocklab.errors import BlocklabError
+from blocklab.run.data import Corpus
 
 if TYPE_CHECKING:  # torch (2-3 s to import) only where a run trains: a stage that copies its runs needs none
-    from blocklab.runner import Job
-    from blocklab.training import RunResult
+    from blocklab.run.cell import Job
+    from blocklab.run.results import RunResult
 
 SCHEDULER_ENV = "BLOCKLAB_DASK_SCHEDULER"
 CONNECT_SECONDS = 10
@@ -69,7 +69,7 @@ def _unpacked(chars: list[str], train: np.ndarray, val: np.ndarray) -> Corpus:
 
 def _cell_on_a_worker(job: Job, corpus: Corpus) -> tuple[RunResult, float]:
     """What each task runs: the cell runner, and when the worker took the task (for the overhead)."""
-    from blocklab.runner import run_cell
+    from blocklab.run.cell import run_cell
 
     taken = time.time()
     return run_cell(job, corpus), taken

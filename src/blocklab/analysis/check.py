@@ -15,14 +15,14 @@ from typing import Callable
 
 import click
 
-from blocklab.claims import (
+from blocklab.analysis.claims import (
     NOT_RUN, MissingResult, Reports, check_claims, claims_count, count_in_words, failing_in_words, load_claims,
     marked_in_words, planned_runs,
 )
-from blocklab.config import Params, load_params
+from blocklab.analysis.maps import lr_groups
+from blocklab.analysis.reference import load_reference
 from blocklab.errors import BlocklabError
-from blocklab.maps import lr_groups
-from blocklab.reference import load_reference
+from blocklab.run.config import Params, load_params
 
 STYLES = {"holds": {"fg": "green"}, "fails": {"fg": "red", "bold": True},
           "inconclusive": {"fg": "yellow", "bold": True}, "not comparable": {"fg": "blue"},

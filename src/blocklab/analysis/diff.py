@@ -87,8 +87,8 @@ def _resolve(rev: str, repo: str) -> str:
 
 def check_reproduced(repo: str = ".") -> None:
     """The workspace's reports must be its pipeline's: nothing `dvc status` reports out of date but outputs a
-    fresh clone has not made (its committed reports are then the commit's own; blocklab.pipeline_status)."""
-    from blocklab.pipeline_status import unexplained_changes
+    fresh clone has not made (its committed reports are then the commit's own; blocklab.tools.pipeline_status)."""
+    from blocklab.tools.pipeline_status import unexplained_changes
 
     stale, _ = unexplained_changes(repo)
     if stale:

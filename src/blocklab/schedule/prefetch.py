@@ -3,7 +3,7 @@
 `dvc repro` runs one stage at a time, and a train or map stage trains only its own runs: on a cluster of
 many workers, or on two cores with a 3-seed stage, the workers wait on each stage's slowest run before the
 next stage starts. Any process that trains a run with a stage's key leaves it where that stage copies it
-from (`blocklab.run_store`), so the whole plan can train first, every run at once, longest first, and
+from (`blocklab.schedule.run_store`), so the whole plan can train first, every run at once, longest first, and
 `dvc repro` then copies every run and trains nothing, writing what it would have written.
 
 Which runs: those of the train and map stages (`train_<ablation>@<variant>`, `map_<map>@<variant>`) among
@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from blocklab.config import Params
 from blocklab.errors import BlocklabError
-from blocklab.plan import PlannedRun, missing, planned_runs
-from blocklab.run_store import RunKeys, RunStore
+from blocklab.run.config import Params
+from blocklab.schedule.plan import PlannedRun, missing, planned_runs
+from blocklab.schedule.run_store import RunKeys, RunStore
 
 ENCODED = Path("data/encoded")
 CHECKPOINTS = Path("data/checkpoints")
@@ -130,8 +130,8 @@ def train_ahead(runs: list[PlannedRun], corpus, store: RunStore, workers: int, s
     """Train `runs` that the store lacks, all at once, longest first, one bar for them all. A local worker
     that dies takes the runs in flight with it (the pool ends): what finished is in the store, and the
     rest starts again in a new pool, up to `POOL_RESTARTS` times (on Dask, the cluster reschedules them)."""
-    from blocklab.plan import ensure_stored
-    from blocklab.runner import WorkerDied
+    from blocklab.schedule.plan import ensure_stored
+    from blocklab.schedule.pool import WorkerDied
 
     distinct = len({run.store_key for run in runs})
     todo = missing(runs, store, echo)

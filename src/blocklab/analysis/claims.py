@@ -21,14 +21,14 @@ pipeline's reports and the runs' curves:
     grad("pre/with", 12)                      reports/gradients.json
     grads("pre/without")                      every depth's value, shallow to deep, as a list
     lr_sensitivity("stability/post", "w0")    per seed, a map variant's LR sensitivity over one group of cells
-                                              (blocklab.maps: here no warmup), as a seed mean with its interval
+                                              (blocklab.analysis.maps: here no warmup), as a seed mean with its interval
     max_trainable_lr("stability/post", "w0")  per seed, the largest learning rate of that group at which the
                                               seed trains (neither collapsed nor diverged; null: at none)
     best_lr("proxies/standard", "d128")       per seed, the learning rate of that group with the lowest final
                                               validation loss (a diverged run is no candidate)
 
 combined with + - * /, abs() and log10(). Arithmetic over two seed means trained on the same seeds is per seed
-(the difference is paired); over different seeds, + and - give Welch's interval (blocklab.intervals).
+(the difference is paired); over different seeds, + and - give Welch's interval (blocklab.analysis.intervals).
 
 Verdicts: `holds`, `fails`, `inconclusive` (a finding over seed means whose interval does not decide it)
 or `not comparable`. A comparison holds when the whole 95% interval lies on the claimed side and fails
@@ -54,10 +54,10 @@ from typing import Annotated, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from blocklab.analysis.intervals import CONFIDENCE, MAX_SEEDS, Estimate, Seeds, Welch
+from blocklab.analysis.maps import seed_best_lr, seed_max_trainable_lr, seed_sensitivities
+from blocklab.analysis.reference import comparable
 from blocklab.errors import BlocklabError
-from blocklab.intervals import CONFIDENCE, MAX_SEEDS, Estimate, Seeds, Welch
-from blocklab.maps import seed_best_lr, seed_max_trainable_lr, seed_sensitivities
-from blocklab.reference import comparable
 
 CLAIMS_FILE = "claims.yaml"
 LOSS = "train_loss_last25"
@@ -90,7 +90,7 @@ class Reports:
 
     def __init__(self, metrics: dict, gradients: dict | None, reference: dict | None = None, corpus: str | None = None,
                  runs_dir: Path | None = None, maps: dict | None = None, planned: dict[str, str] | None = None):
-        self.maps = maps or {}  # blocklab.maps.lr_groups(params): which cells each map variant's groups hold
+        self.maps = maps or {}  # blocklab.analysis.maps.lr_groups(params): which cells each map variant's groups hold
         self.runs = metrics.get("runs", {})
         self.baselines = metrics.get("baselines", {})
         self.gradients = gradients  # None: the gradients stage has not run here
@@ -225,7 +225,7 @@ _NOT_IN_METRICS = "not in the metrics (made by `dvc repro`'s evaluate stage from
 
 def planned_runs(params) -> dict[str, str]:
     """{run key: the DVC stages that train it (`train_<ablation>`, `map_<map>`: every variant's)} for every run of
-    params.yaml (blocklab.config.Params)."""
+    params.yaml (blocklab.run.config.Params)."""
     return {spec.key(seed): f"{'map' if spec.ablation in params.maps else 'train'}_{spec.ablation}"
             for spec in params.specs() + params.map_specs() for seed in spec.seeds}
 

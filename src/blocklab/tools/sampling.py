@@ -14,11 +14,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from blocklab.config import ModelConfig, Params
 from blocklab.errors import BlocklabError
-from blocklab.model import build_model
-from blocklab.results import MODEL_FILE, MODEL_FORMAT, run_dir
-from blocklab.threads import torch_threads
+from blocklab.run.config import ModelConfig, Params
+from blocklab.run.model import build_model
+from blocklab.run.results import MODEL_FILE, MODEL_FORMAT, run_dir
+from blocklab.run.threads import torch_threads
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @settings(frozen=True, config=ConfigDict(extra="forbid"))
 class ModelConfig:
-    """What a model is built from: `blocklab.model` reads each field in one place. The defaults are the
+    """What a model is built from: `blocklab.run.model` reads each field in one place. The defaults are the
     lesson's TinyLM."""
 
     kind: Literal["transformer", "bigram"] = "transformer"  # bigram: logits read from a V x V embedding
@@ -87,6 +87,14 @@ class ModelConfig:
                              f"head's attention against the base width's head size)")
         return self
 
+    def canonical(self) -> "ModelConfig":
+        """These settings in the one spelling of the computation they build, by which a run is keyed and trained:
+        mup at its base width is the standard parametrisation (every multiplier 1, its attention scale the
+        usual 1/sqrt(d_head): the proxies map's mup cells at width 64 are its standard cells, bit for bit)."""
+        if self.parametrization == "mup" and self.d_model == self.base_width:
+            return replace(self, parametrization="standard", base_width=ModelConfig.base_width)
+        return self
+
     @property
     def width_multiplier(self) -> float:
         """mup's m = d_model / base_width (1 under the standard parametrisation)."""
@@ -107,7 +115,7 @@ class ModelConfig:
 
 @settings(frozen=True, config=ConfigDict(extra="forbid"))
 class TrainConfig:
-    """How a run trains: `blocklab.training`."""
+    """How a run trains: `blocklab.run.training`."""
 
     steps: PositiveInt = 250
     lr: PositiveFloat = 3e-3
@@ -159,7 +167,7 @@ def _plain_names(names: dict) -> dict:
     return names
 
 
-Seeds = Annotated[list[NonNegativeInt], Field(min_length=1), AfterValidator(_distinct)]
+SeedList = Annotated[list[NonNegativeInt], Field(min_length=1), AfterValidator(_distinct)]
 
 
 class _Strict(BaseModel):
@@ -186,7 +194,7 @@ class Variant(_Strict):
 class _Plan(_Strict):
     # seeds, model and train are required (`{}` for no override): DVC stages depend on these exact keys.
     description: str = ""
-    seeds: Seeds
+    seeds: SeedList
     model: ModelOverride
     train: TrainOverride
     variants: Annotated[dict[str, Variant], Field(min_length=1), AfterValidator(_plain_names)]
@@ -244,7 +252,7 @@ class Axes(_Strict):
         return [("model", n, v) for n, v in self.model.items()] + [("train", n, v) for n, v in self.train.items()]
 
 
-# A map's figures (blocklab.plots): heatmap - final loss per cell, a panel per variant; lr - final loss against
+# A map's figures (blocklab.analysis.plots): heatmap - final loss per cell, a panel per variant; lr - final loss against
 # the learning rate, a panel per group of cells, a line per variant; lr_by_variant - the same, a panel per
 # variant, a line per group (e.g. per width); sensitivity - LR sensitivity per group, a line per variant;
 # attention_logits - the largest attention logit against the learning rate, a panel per variant, a line per group.

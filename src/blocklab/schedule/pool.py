@@ -1,16 +1,9 @@
 """Running many runs side by side: how a variant's seeds share the machine.
 
-`blocklab.training.train_run` is one run, start to finish; this module decides where each of several
-runs trains and with how many threads, and is the one place that forks, waits and gives up:
+`blocklab.run.cell.run_cell` is one run, start to finish, at one thread; this module decides where each of
+several runs trains, and is the one place that forks, waits and gives up:
 
-- Every run on the CPU trains with one thread. How a result rounds depends on the thread count (ATen's
-  LayerNorm backward sums its weight gradients per thread; on an AVX-512 Xeon, MKL also splits a weight
-  gradient's rows between threads and adds the parts), so one fixed count is what makes a run's numbers
-  the same whatever the machine's cores and whatever else shares them. One thread is the count whose
-  results are the lesson's: the plain loop at one thread reproduces every figure of table A here to
-  0.0005, where at two threads post-norm's collapsed seed 1 lands 0.019 away (docs/performance.md).
-- `run_cell` is the cell runner: one run's resolved settings and the corpus in, its results out. Any
-  executor calls it; here, `train_runs` runs many at once. A variant's seeds train at the same time, one
+- `train_runs` runs many cells at once. A variant's seeds train at the same time, one
   forked worker process each; a map's many cells in a pool of long-lived workers, one per core, each
   taking the next cell as it finishes one (torch set up once per worker). A forked child that never
   uses a second thread does not touch the OpenMP thread pool its parent may have started (GNU OpenMP
@@ -30,21 +23,18 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from blocklab.config import ModelConfig, RunSpec, TrainConfig
-from blocklab.data import Corpus
 from blocklab.errors import BlocklabError
-from blocklab.threads import torch_threads
-from blocklab.training import RunResult, resolve_device, train_run
+from blocklab.run.cell import THREADS, Job, run_cell
+from blocklab.run.data import Corpus
+from blocklab.run.results import RunResult
+from blocklab.run.training import resolve_device
 
 STALL_ENV = "BLOCKLAB_STALL_MINUTES"
 DEFAULT_STALL_MINUTES = 10.0
 POLL_SECONDS = 1.0  # how often the stage looks at its workers' progress
-THREADS = 1  # every CPU run's intra-op threads: see the module's docstring
 
 # Set in each worker process by `_start_worker`: where it reports its progress, and the corpus.
 _worker: dict = {}
@@ -52,38 +42,6 @@ _worker: dict = {}
 
 class WorkerDied(BlocklabError):
     """A local worker process ended without its result (killed, out of memory): the pool is gone."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """One run, fully resolved: what the cell runner needs besides the corpus."""
-
-    key: str  # its run key, e.g. `norm_order/post/seed0` or `stability/post/lr0.01_w0/seed1`
-    model: ModelConfig
-    train: TrainConfig
-    seed: int
-    checkpoint: Path | None = None  # where a long run keeps its checkpoint (None: it keeps none)
-
-
-def jobs_of(spec: RunSpec, seeds: Sequence[int] | None = None, checkpoint_dir: Path | None = None) -> list[Job]:
-    """A variant's (or a map cell's) seeds as jobs."""
-    return [Job(spec.key(seed), spec.model, spec.train, seed,
-                None if checkpoint_dir is None else spec.directory(checkpoint_dir) / f"seed{seed}.pt")
-            for seed in (spec.seeds if seeds is None else seeds)]
-
-
-def run_cell(job: Job, corpus: Corpus, progress: bool = False, position: int = 0,
-             on_step: Callable[[int], None] | None = None) -> RunResult:
-    """The cell runner: one run from its resolved settings and the corpus to its results, on the CPU at one
-    thread (see the module's docstring), on a GPU as the GPU rounds. What any executor calls: this module's
-    local workers, or another machine's."""
-    run = dict(model_cfg=job.model, train_cfg=job.train, seed=job.seed, train=corpus.train, val=corpus.val,
-               vocab_size=corpus.vocab_size, progress=job.key if progress else None, position=position,
-               checkpoint=job.checkpoint, on_step=on_step)
-    if resolve_device(job.train.device).type != "cpu":
-        return train_run(**run)
-    with torch_threads(THREADS):
-        return train_run(**run)
 
 
 def train_runs(jobs: Sequence[Job], corpus: Corpus, workers: int | None = None, progress: bool = True,

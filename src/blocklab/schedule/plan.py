@@ -5,7 +5,7 @@ the run store lacks (or holds damaged) trains, longest first, on this machine's 
 a Dask cluster, and is put into the store the moment its result is back; runs that share a key train
 once. A train stage then copies its runs out of the store into its DVC output (`stage_runs`), each file
 checked against the entry's manifest. So the stage and the prefetch cannot disagree about a run's key
-(`blocklab.run_store.RunKeys`), and whatever trained a run, the stage's output is the same bytes.
+(`blocklab.schedule.run_store.RunKeys`), and whatever trained a run, the stage's output is the same bytes.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from blocklab.config import RunSpec
-from blocklab.data import Corpus
-from blocklab.results import read_metrics, read_timing, run_dir, write_json, write_run
-from blocklab.run_store import DamagedEntry, RunKeys, RunStore
+from blocklab.run.config import RunSpec
+from blocklab.run.data import Corpus
+from blocklab.run.results import read_metrics, read_timing, run_dir, write_json, write_run
+from blocklab.schedule.run_store import DamagedEntry, RunKeys, RunStore
 
 if TYPE_CHECKING:  # the trainer (torch: 2-3 s to import) is imported only when a run trains, so that a stage
-    from blocklab.runner import Job  # whose runs are all in the store (after `blocklab prefetch`) copies them
-    from blocklab.training import RunResult  # in a fraction of a second
+    from blocklab.run.cell import Job  # whose runs are all in the store (after `blocklab prefetch`) copies them
+    from blocklab.run.results import RunResult  # in a fraction of a second
 
 # The corpus, or what loads it: loaded only when a run must train.
 CorpusSource = Corpus | Callable[[], Corpus]
@@ -56,20 +56,30 @@ class PlannedRun:
         return self.spec.key(self.seed)
 
     def job(self) -> Job:
-        from blocklab.runner import Job
+        from blocklab.run.cell import Job
 
-        return Job(self.key, self.spec.model, self.spec.train, self.seed, self.checkpoint)
+        return Job(self.key, self.spec.model.canonical(), self.spec.train, self.seed, self.checkpoint)
+
+
+def checkpoint_path(spec: RunSpec, seed: int, variant_dir: Path) -> Path:
+    """Where seed `seed` of `spec` keeps its checkpoint, in its variant's checkpoint folder `variant_dir`."""
+    return spec.directory(variant_dir) / f"seed{seed}.pt"
 
 
 def planned_runs(specs: Sequence[RunSpec], keys: RunKeys, checkpoint_dir: Callable[[RunSpec], Path] | None = None
                  ) -> list[PlannedRun]:
     """Every seed of `specs`, keyed; `checkpoint_dir(spec)` is the folder of its variant's checkpoints."""
-    runs = []
-    for spec in specs:
-        folder = None if checkpoint_dir is None else spec.directory(checkpoint_dir(spec))
-        runs += [PlannedRun(spec, seed, key, None if folder is None else folder / f"seed{seed}.pt")
-                 for seed, key in keys.of(spec).items()]
-    return runs
+    return [PlannedRun(spec, seed, key, None if checkpoint_dir is None else
+                       checkpoint_path(spec, seed, checkpoint_dir(spec)))
+            for spec in specs for seed, key in keys.of(spec).items()]
+
+
+def jobs_of(spec: RunSpec) -> list:
+    """A variant's (or a map cell's) seeds as the cell runner's jobs, unkeyed and without checkpoints (a
+    benchmark's runs)."""
+    from blocklab.run.cell import Job
+
+    return [Job(spec.key(seed), spec.model.canonical(), spec.train, seed) for seed in spec.seeds]
 
 
 def estimated_seconds(spec: RunSpec, vocab: int = 65) -> float:
@@ -81,7 +91,7 @@ def estimated_seconds(spec: RunSpec, vocab: int = 65) -> float:
 def cost_terms(spec: RunSpec, vocab: int = 65) -> tuple[float, float, float, float]:
     """What `COSTS` multiply: the run's matrix-product FLOPs, its tokens x channels x layers, its steps x
     layers and its steps (evaluations counted as tokens)."""
-    from blocklab.model import training_flops_per_token
+    from blocklab.run.model import training_flops_per_token
 
     cfg, train = spec.model, spec.train
     layers = max(cfg.n_layers, 1)
@@ -148,10 +158,10 @@ def ensure_stored(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunSt
     jobs = [run.job() for run in todo]
     try:
         if scheduler:
-            from blocklab.cluster import train_on_cluster  # only then: dask.distributed is an optional dependency
+            from blocklab.schedule.cluster import train_on_cluster  # only then: dask.distributed is an optional dependency
 
             return train_on_cluster(jobs, corpus, scheduler, echo=say, on_result=keep)
-        from blocklab.runner import train_runs
+        from blocklab.schedule.pool import train_runs
 
         return train_runs(jobs, corpus, workers=workers, progress=progress == "runs", on_result=keep)
     finally:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from blocklab.config import Params, RunSpec
-from blocklab.intervals import half_width
-from blocklab.reference import published, published_loss
-from blocklab.results import read_curve, read_metrics, read_timing, run_dir
+from blocklab.analysis.intervals import half_width
+from blocklab.analysis.reference import published, published_loss
+from blocklab.run.config import Params, RunSpec
+from blocklab.run.results import read_curve, read_metrics, read_timing, run_dir
 
 COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends no more than this below the unigram baseline (or above it)
 BLOWN_UP_MARGIN = 0.5  # a run "blew up" when it ends more than this above the uniform guess, ln V, or not finite
@@ -262,7 +262,7 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
             f"{variant_table(runs, reference, name, b, params.data.sha256)}\n\n"
             f"**Finding.** {finding(runs, b, list(ablation.figures))}\n\n{images}\n"
         )
-    parts += maps or []  # blocklab.maps.map_section: one per map
+    parts += maps or []  # blocklab.analysis.maps.map_section: one per map
     if gradients is not None:
         parts.append(gradient_section(gradients, reference, gradient_figure))
     if samples is not None:

@@ -7,8 +7,8 @@ from dataclasses import replace
 import torch
 import torch.nn as nn
 
-from blocklab.config import ModelConfig
-from blocklab.model import Block
+from blocklab.run.config import ModelConfig
+from blocklab.run.model import Block
 
 
 def input_gradient_norm(cfg: ModelConfig, depth: int, shape: tuple[int, int] = (4, 16), seed: int = 0) -> float:
