@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 
 from blocklab.config import Ablation, Params, load_params  # noqa: E402
 from blocklab.intervals import half_width  # noqa: E402
-from blocklab.maps import LR_FIELD, cell_table  # noqa: E402
+from blocklab.maps import cell_table  # noqa: E402
 from blocklab.maps import runs_frame as map_runs_frame  # noqa: E402
 from blocklab.reference import published  # noqa: E402
 from blocklab.report import BLOWN_UP_MARGIN, curves_frame, plot_table, runs_frame  # noqa: E402
@@ -419,7 +419,7 @@ def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, pane
         ax.tick_params(labelsize=8)
     for ax in axes[::2]:
         ax.set_ylabel(f"final validation {LOSS_LABEL}", fontsize=8)
-    _shared_legend(fig, axes, "seed mean; band = seed range" + (f"; ▲ off the axis, with its value" if clipped else ""))
+    _shared_legend(fig, axes, "seed mean; band = seed range" + ("; ▲ off the axis, with its value" if clipped else ""))
     fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
     return _save(fig, path, dpi=100)
 
