@@ -14,7 +14,7 @@ whose body `blocklab docs` writes from the committed reports (and claims.yaml, f
     count              how many findings hold, fail, are inconclusive; how many checks are exact
     known-to-fail      every claim marked known_to_fail: its verdict, measured value and why
     sample RUN         what RUN's seed-0 model writes (reports/samples.json), with its validation loss
-    output FILE        a command's real output, captured in FILE by `blocklab docs --walkthrough`
+    output FILE [N]    a command's real output, captured in FILE by `blocklab docs --walkthrough` (its first N lines)
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def findings_table(sources: Sources, ids: list[str]) -> str:
         verdict = v["verdict"] + (" (marked known to fail)" if v.get("known_to_fail") else "")
         level = " (90%: an equivalence test)" if (v.get("note") or "").startswith("90%") else ""
         interval = "–" if v["interval"] is None else f"{_shown(v['interval'])}{level}"
-        rows.append(f"| {claims[cid]['claim']} | **{verdict}** | {_shown(v['measured'])} | {v['expected']} | "
-                    f"{interval} |")
+        expected = re.sub(r"-?\d+\.\d{4,}", lambda m: f"{float(m.group()):.3f}", str(v["expected"]))
+        rows.append(f"| {claims[cid]['claim']} | **{verdict}** | {_shown(v['measured'])} | {expected} | {interval} |")
     return "\n".join(rows) + "\n"
 
 
@@ -102,8 +102,12 @@ def sample(sources: Sources, run: str) -> str:
     return f"`{entry['run']}`, validation loss {entry['val_loss']:.3f}:\n\n```text\n{entry['text'].strip()}\n```\n"
 
 
-def output(sources: Sources, file: str) -> str:
-    return f"```text\n{(sources.root / file).read_text().rstrip()}\n```\n"
+def output(sources: Sources, file: str, lines: str | None = None) -> str:
+    """A captured output, whole or its first `lines` lines with a count of the rest and where they are."""
+    text = (sources.root / file).read_text().rstrip().splitlines()
+    shown = text if lines is None else text[:int(lines)]
+    rest = f"\n… {len(text) - len(shown)} more lines: {file}" if len(shown) < len(text) else ""
+    return "```text\n" + "\n".join(shown) + rest + "\n```\n"
 
 
 def render(kind: str, args: list[str], sources: Sources) -> str:
