@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from blocklab.run.config import ModelConfig, RunSpec, TrainConfig, load_params
+from blocklab.run.config import RunSpec, load_params
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
 from blocklab.run.model import training_flops_per_token
 from blocklab.run.training import train_run

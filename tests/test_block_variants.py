@@ -6,7 +6,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from blocklab.run.config import ModelConfig, TrainConfig, load_params
+from blocklab.run.config import load_params
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.model import MLP, Block, SwiGLU, TinyLM, build_model, parameter_counts
 from blocklab.run.optimizer import AdamW
 from blocklab.run.training import random_batches_loss, train_run

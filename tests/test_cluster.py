@@ -20,7 +20,7 @@ import torch
 
 from blocklab.errors import BlocklabError
 from blocklab.run.cell import Job, run_cell
-from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
 from blocklab.schedule.cluster import train_on_cluster
 from blocklab.schedule.pool import train_runs

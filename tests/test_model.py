@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 from pydantic import ValidationError
 
-from blocklab.run.config import ModelConfig
+from blocklab.run.settings import ModelConfig
 from blocklab.run.model import MLP, Block, TinyLM, build_model, parameter_counts
 
 VOCAB = 65

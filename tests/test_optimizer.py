@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from blocklab.run.config import ModelConfig
+from blocklab.run.settings import ModelConfig
 from blocklab.run.model import build_model
 from blocklab.run.optimizer import AdamW
 

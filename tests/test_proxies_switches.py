@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.model import CausalSelfAttention, build_model, learning_rate_multipliers
 from blocklab.run.optimizer import AdamW
 from blocklab.run.threads import torch_threads

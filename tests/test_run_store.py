@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 import blocklab.run
-from blocklab.run.config import ModelConfig, RunSpec, TrainConfig, load_params
+from blocklab.run.config import RunSpec, load_params
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.schedule import run_store
 from blocklab.schedule.run_store import DamagedEntry, RunKeys, RunStore
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from blocklab.run.cell import Job, run_cell
-from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
 from blocklab.run.threads import torch_threads
 from blocklab.run.training import train_run
@@ -99,7 +99,7 @@ def test_a_pool_holding_hundreds_of_results_keeps_no_file_descriptor_per_tensor(
 SEEDS_SCRIPT = textwrap.dedent("""
     import sys
     import torch
-    from blocklab.run.config import ModelConfig, TrainConfig
+    from blocklab.run.settings import ModelConfig, TrainConfig
     from blocklab.run.data import Corpus
     from blocklab.run.cell import Job
     from blocklab.schedule.pool import train_runs

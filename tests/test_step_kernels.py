@@ -2,7 +2,7 @@
 
 import torch
 
-from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.tools.step_kernels import KINDS, _TensorShape, kernel_seconds, kind_of, record_step
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from blocklab.errors import BlocklabError
-from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.training import learning_rate, train_run, validation_windows
 
 SMALL_MODEL = ModelConfig(d_model=16, n_heads=2, n_layers=1, context=8)

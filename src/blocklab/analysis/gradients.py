@@ -7,7 +7,7 @@ from dataclasses import replace
 import torch
 import torch.nn as nn
 
-from blocklab.run.config import ModelConfig
+from blocklab.run.settings import ModelConfig
 from blocklab.run.model import Block
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
 from blocklab.run.results import RunResult
 from blocklab.run.threads import torch_threads

@@ -13,7 +13,7 @@ import itertools
 import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import (
@@ -28,111 +28,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.dataclasses import dataclass as settings
 
 from blocklab.errors import BlocklabError
+from blocklab.run.settings import ModelConfig, TrainConfig
 
 PARAMS_FILE = "params.yaml"
-# A learning rate of YAML's `.inf` is no rate: a positive number, and finite.
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 # Ablation and variant names become DVC stage names (`train_<ablation>@<variant>`) and folder names.
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@settings(frozen=True, config=ConfigDict(extra="forbid"))
-class ModelConfig:
-    """What a model is built from: `blocklab.run.model` reads each field in one place. The defaults are the
-    lesson's TinyLM."""
-
-    kind: Literal["transformer", "bigram"] = "transformer"  # bigram: logits read from a V x V embedding
-    d_model: PositiveInt = 64
-    n_heads: PositiveInt = 4
-    n_layers: PositiveInt = 6
-    context: PositiveInt = 32
-    qkv_bias: bool = True  # the q, k, v projections' bias (the lecture's heads have none)
-    attn_proj: bool = True  # the attention's output projection (the lecture's early rungs have none)
-    ffn: Literal["mlp", "swiglu", "none"] = "mlp"
-    ffn_mult: PositiveInt = 4  # hidden width = ffn_mult * d_model (SwiGLU: 2/3 of it, to match parameters)
-    ffn_hidden: Optional[PositiveInt] = None  # the hidden width itself, overriding ffn_mult
-    ffn_proj: bool = True  # the MLP's output projection; without it the hidden width must be d_model
-    activation: Literal["gelu", "relu", "silu"] = "gelu"
-    norm: Literal["pre", "post"] = "pre"  # where the norms sit
-    norm_type: Literal["layernorm", "rmsnorm", "none"] = "layernorm"
-    final_norm: Optional[bool] = None  # a norm before the head; default: pre-norm has one, post-norm not
-    residual: Union[bool, Literal["rezero", "deepnorm"]] = True  # true: x + f(x); false: none
-    qk_norm: Literal["none", "layernorm", "rmsnorm"] = "none"  # a norm over each head's queries and keys
-    # mup: Yang et al. 2022's parametrisation for Adam, relative to a model of width base_width (where it is
-    # the standard one): hidden matrices' learning rate and the output logits / (d_model / base_width),
-    # attention logits q.k / d_head (scaled to equal q.k / sqrt(d_head) at the base width)
-    parametrization: Literal["standard", "mup"] = "standard"
-    base_width: PositiveInt = 64
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "ModelConfig":
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"n_heads={self.n_heads} must divide d_model={self.d_model} "
-                f"(each head gets d_model / n_heads channels)"
-            )
-        if self.ffn == "mlp" and not self.ffn_proj and self.hidden_width != self.d_model:
-            raise ValueError(
-                f"an MLP without its output projection (ffn_proj: false) must keep the width: hidden width "
-                f"{self.hidden_width} != d_model {self.d_model} (set ffn_mult: 1)"
-            )
-        if self.residual == "deepnorm" and self.norm != "post":
-            raise ValueError("residual: deepnorm is a post-norm scheme (LN(alpha * x + f(x))): set norm: post")
-        if self.parametrization == "mup" and self.base_width % self.n_heads:
-            raise ValueError(f"n_heads={self.n_heads} must divide base_width={self.base_width} (mup scales each "
-                             f"head's attention against the base width's head size)")
-        return self
-
-    def canonical(self) -> "ModelConfig":
-        """These settings in the one spelling of the computation they build, by which a run is keyed and trained:
-        mup at its base width is the standard parametrisation (every multiplier 1, its attention scale the
-        usual 1/sqrt(d_head): the proxies map's mup cells at width 64 are its standard cells, bit for bit)."""
-        if self.parametrization == "mup" and self.d_model == self.base_width:
-            return replace(self, parametrization="standard", base_width=ModelConfig.base_width)
-        return self
-
-    @property
-    def width_multiplier(self) -> float:
-        """mup's m = d_model / base_width (1 under the standard parametrisation)."""
-        return self.d_model / self.base_width if self.parametrization == "mup" else 1.0
-
-    @property
-    def hidden_width(self) -> int:
-        if self.ffn_hidden is not None:
-            return self.ffn_hidden
-        if self.ffn == "swiglu":  # three matrices instead of two: 2/3 of the MLP's width (Shazeer 2020)
-            return round(2 * self.ffn_mult * self.d_model / 3)
-        return self.ffn_mult * self.d_model
-
-    @property
-    def has_final_norm(self) -> bool:
-        return self.norm == "pre" if self.final_norm is None else self.final_norm
-
-
-@settings(frozen=True, config=ConfigDict(extra="forbid"))
-class TrainConfig:
-    """How a run trains: `blocklab.run.training`."""
-
-    steps: PositiveInt = 250
-    lr: PositiveFloat = 3e-3
-    batch_size: PositiveInt = 32
-    warmup: NonNegativeInt = 0
-    eval_interval: PositiveInt = 50
-    eval_windows: PositiveInt = 256
-    eval_batches: NonNegativeInt = 0  # the lecture's estimate too: mean loss over this many random validation batches
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    checkpoint_every: NonNegativeInt = 1000  # runs longer than this save a checkpoint this often; 0: never
-    # PaLM's auxiliary loss z_loss * mean(log Z)^2, Z the softmax normaliser of the output logits (0: none); the
-    # losses a run reports stay the cross-entropy alone
-    z_loss: NonNegativeFloat = 0.0
-    weight_decay: NonNegativeFloat = 0.01  # AdamW's, torch's default
-    # false: AdamW's decay, coupled to the learning rate (theta -= lr * weight_decay * theta); true: independent
-    # of it (theta -= weight_decay * theta, times the warmup's ramp), as Wortsman et al. 2023 train
-    independent_weight_decay: bool = False
 
 
 class ParamsError(BlocklabError):

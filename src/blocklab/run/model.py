@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from blocklab.run.config import ModelConfig
+from blocklab.run.settings import ModelConfig
 
 NORM_EPS = 1e-5
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from blocklab.run.config import ModelConfig
+    from blocklab.run.settings import ModelConfig
 
 PROBES = ("attn_logit_max", "logit_log_z")  # blocklab.run.diagnostics: what a run records at its evaluation steps
 CURVE_COLUMNS = ["step", "loss", "grad_norm", "lr", "val_loss", *PROBES]

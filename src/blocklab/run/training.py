@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from blocklab.errors import BlocklabError
-from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.diagnostics import Diagnostics
 from blocklab.run.model import build_model, learning_rate_multipliers, parameter_counts
 from blocklab.run.optimizer import AdamW
@@ -145,7 +145,8 @@ def train_run(
     resumed curve is the uninterrupted one. The file is removed when the run completes.
 
     `on_step(step)` is called after each completed step. The thread count is the caller's (it decides
-    how the results round): `blocklab.run.cell` trains every CPU run with one."""
+    how the results round): `blocklab.run.cell` trains every CPU run with one. (Longer than this package's
+    other functions on purpose: the lesson's set-up and loop read best whole, against its text.)"""
     device = resolve_device(train_cfg.device)
     T, B = model_cfg.context, train_cfg.batch_size
     if len(train) < T + 2:

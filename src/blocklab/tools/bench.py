@@ -20,7 +20,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from blocklab.run.cell import THREADS
-from blocklab.run.config import ModelConfig, Params, RunSpec
+from blocklab.run.config import Params, RunSpec
+from blocklab.run.settings import ModelConfig
 from blocklab.run.data import Corpus
 from blocklab.run.model import training_flops_per_token
 from blocklab.run.threads import torch_threads

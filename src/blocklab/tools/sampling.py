@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from blocklab.errors import BlocklabError
-from blocklab.run.config import ModelConfig, Params
+from blocklab.run.config import Params
+from blocklab.run.settings import ModelConfig
 from blocklab.run.model import build_model
 from blocklab.run.results import MODEL_FILE, MODEL_FORMAT, run_dir
 from blocklab.run.threads import torch_threads

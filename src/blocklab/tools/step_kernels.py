@@ -17,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from blocklab.run.config import ModelConfig, TrainConfig
+from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.model import build_model
 from blocklab.run.optimizer import AdamW
 from blocklab.run.threads import torch_threads
