@@ -5,7 +5,7 @@ from click.testing import CliRunner
 
 from blocklab.analysis.claims import (
     Compare, Exact, MissingResult, Monotone, NotRunYet, Reports, Spread, Within, check_claims, claims_count, count_in_words,
-    evaluate, failing_in_words,
+    failing_in_words, value_of,
     load_claims, verdicts_markdown,
 )
 from blocklab.cli import main
@@ -30,17 +30,17 @@ def verdict(claim) -> bool:
 
 
 def test_expressions_read_runs_seed_means_baselines_and_gradients():
-    assert evaluate('loss("norm_order/pre/seed0")', REPORTS) == 2.13
-    assert evaluate('mean("norm_order/pre")', REPORTS).estimate().mean == pytest.approx(2.14)
-    assert evaluate('seeds("norm_order/post", "val_loss")', REPORTS) == [3.4, 3.4]
-    assert evaluate('baseline("unigram") - 0.5', REPORTS) == pytest.approx(2.8)
-    assert evaluate('grad("pre/with", 4) / grad("pre/without", 4)', REPORTS) == pytest.approx(0.044 / 0.0051)
-    assert evaluate('grads("pre/with")', REPORTS) == [0.0333, 0.044, 0.103]
+    assert value_of('loss("norm_order/pre/seed0")', REPORTS) == 2.13
+    assert value_of('mean("norm_order/pre")', REPORTS).estimate().mean == pytest.approx(2.14)
+    assert value_of('seeds("norm_order/post", "val_loss")', REPORTS) == [3.4, 3.4]
+    assert value_of('baseline("unigram") - 0.5', REPORTS) == pytest.approx(2.8)
+    assert value_of('grad("pre/with", 4) / grad("pre/without", 4)', REPORTS) == pytest.approx(0.044 / 0.0051)
+    assert value_of('grads("pre/with")', REPORTS) == [0.0333, 0.044, 0.103]
 
 
 def test_an_expression_may_not_call_anything_else():
     with pytest.raises(Exception, match="cannot evaluate"):
-        evaluate('__import__("os").getcwd()', REPORTS)
+        value_of('__import__("os").getcwd()', REPORTS)
 
 
 @pytest.mark.parametrize("expected, holds", [(2.13, True), (2.125, True), (2.15, False)])
@@ -92,9 +92,9 @@ def test_spread_within_a_factor():
 
 
 def test_std_is_the_seed_standard_deviation_and_needs_two_seeds():
-    assert evaluate('std("norm_order/pre")', REPORTS) == pytest.approx(0.0141421, abs=1e-6)
+    assert value_of('std("norm_order/pre")', REPORTS) == pytest.approx(0.0141421, abs=1e-6)
     one_seed = Reports({"runs": {"residual/with/seed0": {"train_loss_last25": 2.2}}}, {})
-    assert evaluate('std("residual/with")', one_seed) is None
+    assert value_of('std("residual/with")', one_seed) is None
 
 
 WITH_A_DIVERGED_RUN = Reports({**METRICS, "runs": {**METRICS["runs"], "norm_order/pre/seed1": {
@@ -388,9 +388,9 @@ def _curves(tmp_path, losses: dict[str, list[list[float]]]) -> Reports:
 def test_window_and_at_read_a_curve_per_seed_and_pair_variants_by_seed(tmp_path):
     reports = _curves(tmp_path, {"pre": [[3.0, 2.0, 1.0, 1.0], [3.2, 2.2, 1.2, 1.0]],
                                  "post": [[3.5, 2.5, 1.1, 1.0], [3.6, 2.6, 1.3, 1.1]]})
-    assert evaluate('window("x/pre", 1, 2)', reports).values == pytest.approx({0: 2.5, 1: 2.7})
-    assert evaluate('at("x/pre", 2)', reports).values == pytest.approx({0: 2.1, 1: 2.3})  # val_loss at step 2
-    early = evaluate('window("x/post", 1, 2) - window("x/pre", 1, 2)', reports)
+    assert value_of('window("x/pre", 1, 2)', reports).values == pytest.approx({0: 2.5, 1: 2.7})
+    assert value_of('at("x/pre", 2)', reports).values == pytest.approx({0: 2.1, 1: 2.3})  # val_loss at step 2
+    early = value_of('window("x/post", 1, 2) - window("x/pre", 1, 2)', reports)
     assert early.paired and early.values == pytest.approx({0: 0.5, 1: 0.4})
     claim = Compare(id="a", claim="", kind="finding", rule="compare", op=">", right=0,
                     left='window("x/post", 1, 2) - window("x/pre", 1, 2)')
@@ -403,10 +403,10 @@ def test_window_and_at_read_a_curve_per_seed_and_pair_variants_by_seed(tmp_path)
 def test_a_curve_window_with_no_step_or_no_curve_is_a_broken_pipeline_not_a_verdict(tmp_path):
     reports = _curves(tmp_path, {"pre": [[3.0, 2.0]]})
     with pytest.raises(MissingResult, match="no 'loss' at the steps asked for"):
-        evaluate('window("x/pre", 10, 20)', reports)
+        value_of('window("x/pre", 10, 20)', reports)
     with pytest.raises(MissingResult, match="has no curve"):
-        evaluate('window("x/pre", 1, 2)', Reports({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}))
+        value_of('window("x/pre", 1, 2)', Reports({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}))
     planned = Reports({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}, planned={"x/pre/seed0": "train_x"})
     with pytest.raises(NotRunYet, match="its curve is not here") as raised:  # planned but not run here: not broken
-        evaluate('window("x/pre", 1, 2)', planned)
+        value_of('window("x/pre", 1, 2)', planned)
     assert raised.value.command == "dvc repro train_x"

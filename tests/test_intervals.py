@@ -6,7 +6,7 @@ import math
 import pytest
 from scipy import stats
 
-from blocklab.analysis.claims import Reports, evaluate
+from blocklab.analysis.claims import Reports, value_of
 from blocklab.analysis.intervals import Estimate, Seeds, half_width
 
 A = {0: 2.21, 1: 2.25, 2: 2.19, 3: 2.24}
@@ -59,7 +59,7 @@ def test_seeds_to_decide_is_the_first_count_whose_half_width_beats_the_margin():
 def test_claims_expressions_pair_variants_by_seed_and_keep_numbers_numbers():
     reports = Reports({"runs": {f"x/{v}/seed{s}": {"train_loss_last25": values[s]}
                                 for v, values in (("a", A), ("b", B)) for s in values}}, {})
-    difference = evaluate('mean("x/a") - mean("x/b")', reports)
+    difference = value_of('mean("x/a") - mean("x/b")', reports)
     assert difference.paired and difference.values == {s: A[s] - B[s] for s in A}
-    assert evaluate('abs(mean("x/b") - mean("x/a"))', reports).values == pytest.approx({s: abs(A[s] - B[s]) for s in A})
-    assert evaluate('loss("x/a/seed0") - 0.01', reports) == pytest.approx(2.2)
+    assert value_of('abs(mean("x/b") - mean("x/a"))', reports).values == pytest.approx({s: abs(A[s] - B[s]) for s in A})
+    assert value_of('loss("x/a/seed0") - 0.01', reports) == pytest.approx(2.2)

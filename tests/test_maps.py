@@ -293,14 +293,14 @@ def test_a_map_figure_against_the_learning_rate_needs_an_lr_axis():
 
 
 def test_claims_read_a_groups_best_learning_rate_per_seed_and_take_log10_of_it():
-    from blocklab.analysis.claims import Compare, Reports, evaluate
+    from blocklab.analysis.claims import Compare, Reports, value_of
 
     params = parse_params(a_map())
     runs = made_up_runs(params, fragile_post)
     reports = Reports({"runs": runs}, {}, maps=lr_groups(params))
-    best = evaluate('best_lr("m/pre", "w0")', reports)
+    best = value_of('best_lr("m/pre", "w0")', reports)
     assert best.values == {0: 0.01, 1: 0.01}
-    assert evaluate('log10(best_lr("m/pre", "w0"))', reports).values == pytest.approx({0: -2.0, 1: -2.0})
+    assert value_of('log10(best_lr("m/pre", "w0"))', reports).values == pytest.approx({0: -2.0, 1: -2.0})
     shift = 'log10(best_lr("m/pre", "w0")) - log10(best_lr("m/pre", "w10"))'  # the same best rate: 0 on each seed
     claims = {right: Compare(id="x", claim="x", kind="finding", rule="compare", op="<", right=right, left=shift)
               for right in (0.5, 0, -0.5)}

@@ -1,0 +1,283 @@
+"""The verdict rules: how a claim's measured quantities decide that it holds, fails or is inconclusive (with the
+95% interval, paired by seed where it can be), and claims.yaml read into them."""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from blocklab.analysis.claims.expressions import elementwise, value_of
+from blocklab.analysis.claims.reports import NOT_RUN, NotComparable, NotRunYet, Reports
+from blocklab.analysis.intervals import CONFIDENCE, Estimate, Seeds, Welch
+from blocklab.errors import BlocklabError
+
+CLAIMS_FILE = "claims.yaml"
+# `within` is an equivalence test: two one-sided tests at 5% each, i.e. the 90% interval inside the band.
+EQUIVALENCE_CONFIDENCE = 0.90
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _missing(*values) -> bool:
+    """Whether a quantity holds a value no run recorded (None): a claim over it fails."""
+    for value in values:
+        for v in _as_list(value):
+            if v is None or (isinstance(v, Seeds) and v.missing()):
+                return True
+    return False
+
+
+def _rounded(value):
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    if isinstance(value, Seeds) and value.missing():
+        return [_rounded(v) for v in value.values.values()]  # every seed, a null where one recorded none
+    if isinstance(value, (Seeds, Welch)):
+        value = value.estimate().mean
+    return None if value is None else round(value, 6)
+
+
+def _has_interval(value) -> bool:
+    return isinstance(value, (Seeds, Welch))
+
+
+@dataclass
+class Verdict:
+    """What a claim's rule found: the verdict, what was measured and expected (for people), and, for a
+    finding over seed means, the 95% interval of the quantity decided, the statistic, and about how many
+    seeds would decide it when it is inconclusive."""
+    verdict: str
+    measured: object
+    expected: object
+    interval: list | None = None
+    statistic: str | None = None
+    seeds_needed: int | None = None
+    note: str | None = None
+    command: str | None = None  # not run yet: what would run it
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "holds"
+
+
+def _interval(estimate: Estimate, confidence: float = CONFIDENCE) -> list[float] | None:
+    lo, hi = estimate.interval(confidence)
+    return None if math.isnan(lo) else [round(lo, 6), round(hi, 6)]
+
+
+def _sign_verdict(difference, want: str) -> tuple[str, Estimate | None, int | None]:
+    """Whether `difference` is negative (`want` "<" or "<=") or positive (">", ">="): for a seed mean, by
+    its whole 95% interval; for a number, by its value."""
+    below = want in ("<", "<=")
+    if not _has_interval(difference):
+        return ("holds" if COMPARISONS[want](difference, 0) else "fails"), None, None
+    estimate = difference.estimate()
+    lo, hi = estimate.interval()
+    if math.isnan(lo):  # one seed: no spread, nothing decided
+        return "inconclusive", estimate, None
+    claimed = hi < 0 if below else lo > 0
+    opposite = lo > 0 if below else hi < 0
+    if claimed or (want in ("<=", ">=") and (hi <= 0 if below else lo >= 0)):
+        return "holds", estimate, None
+    if opposite:
+        return "fails", estimate, None
+    return "inconclusive", estimate, estimate.seeds_to_decide(abs(estimate.mean))
+
+
+def _statistic(estimate: Estimate | None) -> str | None:
+    return None if estimate is None else f"{estimate.statistic}, {CONFIDENCE:.0%} interval"
+
+
+Quantity = Union[str, float, int]
+COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+class _Claim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    claim: str
+    # A finding depends on training results; a check is deterministic (arithmetic, an untrained probe).
+    kind: Literal["finding", "check"]
+    # A published claim that does not reproduce here keeps its rule and says why, with the measured numbers
+    # (like pytest's xfail): its verdict is still recorded, and `check --strict` does not fail on it.
+    known_to_fail: str | None = Field(None, min_length=1)
+
+
+class Within(_Claim):
+    """|value - expected| <= tolerance (relative to |expected| when `relative`): for every value of a list;
+    for a seed mean, the 90% interval of value - expected inside the band (TOST at 5%)."""
+    rule: Literal["within"]
+    value: Quantity
+    expected: Quantity
+    tolerance: float = Field(gt=0)
+    relative: bool = False
+
+    def check(self, reports: Reports) -> Verdict:
+        values, expected = value_of(self.value, reports), value_of(self.expected, reports)
+        centre = _rounded(expected)
+        shown = f"{centre:.6g} ± {self.tolerance:.0%}" if self.relative and centre is not None else \
+            f"{centre if centre is None else format(centre, '.6g')} ± {self.tolerance:g}"
+        if _missing(values, expected):
+            return Verdict("fails", _rounded(values), f"{shown} (not recorded)")
+        slack = self.tolerance * abs(_rounded(expected)) if self.relative else self.tolerance
+        difference = elementwise(operator.sub, values, expected)
+        if not any(_has_interval(d) for d in _as_list(difference)):
+            ok = all(abs(d) <= slack for d in _as_list(difference))
+            return Verdict("holds" if ok else "fails", _rounded(values), shown)
+        estimate = difference.estimate()
+        inner, outer = estimate.interval(EQUIVALENCE_CONFIDENCE), estimate.interval(CONFIDENCE)
+        statistic = f"{estimate.statistic}, TOST at 5% (90% interval of the difference)"
+        if math.isnan(inner[0]):
+            return Verdict("inconclusive", _rounded(values), shown, None, statistic)
+        interval = [round(inner[0], 6), round(inner[1], 6)]
+        note = "90% interval of value - expected"
+        if -slack <= inner[0] and inner[1] <= slack:
+            return Verdict("holds", _rounded(values), shown, interval, statistic, note=note)
+        if outer[0] > slack or outer[1] < -slack:
+            return Verdict("fails", _rounded(values), shown, _interval(estimate), f"{estimate.statistic}, 95% interval",
+                           note="95% interval of value - expected, wholly outside the tolerance")
+        if abs(estimate.mean) < slack:
+            needed = estimate.seeds_to_decide(slack - abs(estimate.mean), EQUIVALENCE_CONFIDENCE)
+        else:
+            needed = estimate.seeds_to_decide(abs(estimate.mean) - slack)
+        return Verdict("inconclusive", _rounded(values), shown, interval, statistic, needed, note=note)
+
+
+class Compare(_Claim):
+    """left <op> right: for every value when either side is a list; for seed means, the whole 95% interval
+    of left - right on the claimed side."""
+    rule: Literal["compare"]
+    left: Quantity
+    op: Literal["<", "<=", ">", ">="]
+    right: Quantity
+
+    def check(self, reports: Reports) -> Verdict:
+        left, right = value_of(self.left, reports), value_of(self.right, reports)
+        expected = f"{self.op} {_rounded(right)}"
+        if _missing(left, right):
+            return Verdict("fails", _rounded(left), expected)
+        difference = elementwise(operator.sub, left, right)
+        if isinstance(difference, list):
+            ok = all(COMPARISONS[self.op](d, 0) for d in difference)
+            return Verdict("holds" if ok else "fails", _rounded(left), expected)
+        verdict, estimate, needed = _sign_verdict(difference, self.op)
+        interval = None if estimate is None else _interval(estimate)
+        return Verdict(verdict, _rounded(left), expected, interval, _statistic(estimate), needed,
+                       note=None if estimate is None else "interval of left - right")
+
+
+class Monotone(_Claim):
+    """The values, in the order given, strictly increase (or decrease); over seed means, every step's 95%
+    interval on the claimed side."""
+    rule: Literal["monotone"]
+    values: Union[Quantity, list[Quantity]]
+    direction: Literal["increasing", "decreasing"]
+
+    def check(self, reports: Reports) -> Verdict:
+        items = self.values if isinstance(self.values, list) else [self.values]
+        values = [v for item in items for v in _as_list(value_of(item, reports))]
+        expected = f"strictly {self.direction}"
+        if _missing(values) or len(values) < 2:
+            return Verdict("fails", _rounded(values), expected)
+        want = ">" if self.direction == "increasing" else "<"
+        steps = [_sign_verdict(elementwise(operator.sub, b, a), want) for a, b in zip(values, values[1:])]
+        verdicts = [v for v, _, _ in steps]
+        verdict = "fails" if "fails" in verdicts else "inconclusive" if "inconclusive" in verdicts else "holds"
+        estimates = [e for _, e, _ in steps if e is not None]
+        if not estimates:
+            return Verdict(verdict, _rounded(values), expected)
+        needed = [n for v, _, n in steps if v == "inconclusive"]
+        intervals = [None if e is None else _interval(e) for _, e, _ in steps]
+        return Verdict(verdict, _rounded(values), expected, intervals, _statistic(estimates[0]),
+                       None if not needed or None in needed else max(needed),
+                       note="an interval per step (each value minus the one before)")
+
+
+class Exact(_Claim):
+    """value == expected (counts)."""
+    rule: Literal["exact"]
+    value: Quantity
+    expected: Quantity
+
+    def check(self, reports: Reports) -> Verdict:
+        value, expected = value_of(self.value, reports), value_of(self.expected, reports)
+        return Verdict("holds" if not _missing(value) and value == expected else "fails", value, expected)
+
+
+class Spread(_Claim):
+    """max / min of the values stays within a factor."""
+    rule: Literal["spread"]
+    values: Quantity
+    max_ratio: float = Field(gt=1)
+
+    def check(self, reports: Reports) -> Verdict:
+        values = _as_list(value_of(self.values, reports))
+        if _missing(values):
+            return Verdict("fails", _rounded(values), f"max/min <= {self.max_ratio:g}")
+        ratio = max(values) / min(values)
+        return Verdict("holds" if ratio <= self.max_ratio else "fails", round(ratio, 4),
+                       f"max/min <= {self.max_ratio:g}")
+
+
+Claim = Annotated[Union[Within, Compare, Monotone, Exact, Spread], Field(discriminator="rule")]
+
+
+class ClaimsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    claims: list[Claim] = Field(min_length=1)
+
+
+def load_claims(path: str | Path = CLAIMS_FILE) -> list:
+    path = Path(path)
+    try:
+        parsed = ClaimsFile.model_validate(yaml.safe_load(path.read_text()))
+    except FileNotFoundError:
+        raise BlocklabError(f"{path} not found") from None
+    except ValidationError as err:
+        problems = "\n  - ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise BlocklabError(f"{path} is not a valid claims file:\n  - {problems}") from None
+    ids = [c.id for c in parsed.claims]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise BlocklabError(f"{path}: claim ids must be unique; repeated: {', '.join(duplicates)}")
+    return parsed.claims
+
+
+def check_claims(claims: list, reports: Reports) -> dict[str, dict]:
+    """`{id: verdict}`, reports/claims.json's entries: `ok`, `measured`, `expected`, `verdict` (holds, fails,
+    inconclusive, not comparable, not run yet), `kind`, `interval`, `statistic`, `seeds_needed`, `known_to_fail`,
+    and the `claim` in words; a claim not run yet has the `command` that would run what it needs. MissingResult
+    of a run params.yaml does not plan propagates (an error, not a verdict)."""
+    verdicts = {}
+    for claim in claims:
+        try:
+            found = claim.check(reports)
+        except NotComparable as why:
+            found = Verdict("not comparable", None, None, note=str(why))
+        except NotRunYet as why:
+            found = Verdict(NOT_RUN, None, None, note=str(why), command=why.command)
+        verdicts[claim.id] = {"ok": found.ok, "measured": found.measured, "expected": found.expected,
+                              "verdict": found.verdict, "kind": claim.kind, "interval": found.interval,
+                              "statistic": found.statistic, "seeds_needed": found.seeds_needed,
+                              "note": found.note, "known_to_fail": claim.known_to_fail is not None,
+                              "claim": claim.claim, **({"command": found.command} if found.command else {})}
+    return verdicts
+
+
+def claims_count(verdicts: dict[str, dict]) -> dict[str, int]:
+    """Findings and checks counted apart: the claims figures `dvc exp show` lists."""
+    findings = [v["verdict"] for v in verdicts.values() if v["kind"] == "finding"]
+    checks = [v["verdict"] for v in verdicts.values() if v["kind"] == "check"]
+    count = {"findings_hold": findings.count("holds"), "findings_inconclusive": findings.count("inconclusive"),
+             "findings_fail": findings.count("fails"), "findings_not_comparable": findings.count("not comparable"),
+             "findings_total": len(findings), "checks_exact": checks.count("holds"), "checks_total": len(checks)}
+    not_run = findings.count(NOT_RUN) + checks.count(NOT_RUN)  # none in a complete run: then not listed at all
+    return {**count, "not_run_yet": not_run} if not_run else count
