@@ -12,7 +12,8 @@ from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
 from blocklab.run.model import training_flops_per_token
 from blocklab.run.training import train_run
-from blocklab.tools.bench import QUEUE_SWEEP_PARAM, compare_trainers, queue_sweep_values, reference_loop
+from blocklab.tools.bench.queue import QUEUE_SWEEP_PARAM, queue_sweep_values
+from blocklab.tools.bench.trainer import compare_trainers, reference_loop
 
 VOCAB = 65
 
@@ -81,7 +82,7 @@ def test_plan_cost_trains_what_differs_reads_what_is_shared_and_counts_a_copied_
     import json
     from dataclasses import replace
 
-    from blocklab.tools.bench import plan_cost
+    from blocklab.tools.bench.pipeline import plan_cost
 
     class Plan:  # what plan_cost reads of a Params: its resolved specs
         def __init__(self, *specs):
@@ -106,7 +107,7 @@ def test_plan_cost_trains_what_differs_reads_what_is_shared_and_counts_a_copied_
 
 
 def test_the_plan_schedule_simulation_places_the_longest_run_first_on_the_first_free_worker():
-    from blocklab.tools.bench import longest_first_makespan, plan_schedule, plan_stage_times
+    from blocklab.tools.bench.schedule import longest_first_makespan, plan_schedule, plan_stage_times
 
     assert longest_first_makespan([3, 1, 2, 2], 2) == 4  # 3 | 2, then 2 after the 2, then 1 after the 3
     assert longest_first_makespan([3, 1], 8) == 3 and longest_first_makespan([], 4) == 0
@@ -176,7 +177,7 @@ def test_only_what_trains_here_needs_the_encoded_corpus(tmp_path, monkeypatch):
 def test_time_left_quality_replays_the_bar_on_the_runs_times_and_fits_its_costs(tmp_path):
     import json
 
-    from blocklab.tools.bench import time_left_quality
+    from blocklab.tools.bench.time_left import time_left_quality
     from blocklab.schedule.plan import COSTS, cost_terms, estimated_seconds
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")

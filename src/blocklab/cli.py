@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from blocklab.errors import BlocklabError, reports_errors
+from blocklab.errors import reports_errors
 from blocklab.run.config import load_params
 
 LEFTOVER_SECONDS = 600  # `blocklab store --prune`: a staging folder this old is no put in progress
@@ -149,13 +149,6 @@ def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | Non
                f"{done.seconds:.0f} s on {where}, busy {done.busy:.0%} of the time. Now `dvc repro` copies them.")
 
 
-def _require_encoded(encoded: str | Path, why: str) -> None:
-    """An error saying what to run when the encoded corpus a command needs is missing (only then: a command
-    whose options need no corpus runs without one)."""
-    if not Path(encoded).is_dir():
-        raise BlocklabError(f"{encoded} does not exist: {why}; run `dvc repro encode` first")
-
-
 @main.command(short_help="What the run store holds and the plan uses; --prune the rest.")
 @click.option("--prune", is_flag=True, help="Remove the entries no run of params.yaml needs with today's code, "
                                             "corpus and torch, and what interrupted writes left.")
@@ -171,12 +164,13 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
     --prune, remove the rest."""
     import shutil
 
+    from blocklab.schedule.prefetch import require_encoded
     from blocklab.schedule.run_store import RunKeys, RunStore
 
     if not Path(store_dir).is_dir():
         click.echo(f"{store_dir}: no run store yet, nothing trained here (`make demo` or `make repro` trains into it)")
         return
-    _require_encoded(encoded, "the runs' keys hash the encoded corpus")
+    require_encoded(encoded, "the runs' keys hash the encoded corpus")
     params = load_params(params_file)
     runs_store = RunStore(store_dir)
     keys = RunKeys(encoded)
@@ -252,7 +246,12 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
     run, because the machines are shared and noisy."""
     import json
 
-    from blocklab.tools.bench import QUEUE_SWEEP_PARAM, pipeline_overhead, queue_sweep_values, queue_speedup
+    from blocklab.tools.bench import both_ways as both_ways_bench
+    from blocklab.tools.bench import pipeline as pipeline_bench
+    from blocklab.tools.bench import queue as queue_bench
+    from blocklab.tools.bench import schedule as schedule_bench
+    from blocklab.tools.bench import time_left as time_left_bench
+    from blocklab.tools.bench import trainer as trainer_bench
 
     if through_dvc and not trainer:
         raise click.UsageError("--through-dvc compares with the lesson's loop, which the trainer comparison times: "
@@ -262,38 +261,22 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
                                "train the same: drop --steps")
     figures: dict = {}
     if trainer:
-        figures.update(_bench_trainer(ablation, steps, encoded, params_file, rounding))
+        figures.update(trainer_bench.shown(ablation, steps, encoded, params_file, rounding))
     if pipeline:
-        overhead = pipeline_overhead(Path("reports/timings.json"))
-        figures["pipeline"] = overhead
-        click.echo(
-            f"\nfull dvc repro: {overhead['wall_seconds']:.0f} s wall, {overhead['training_seconds']:.0f} s training "
-            f"-> overhead {overhead['overhead_share']:.0%}; no-op dvc repro {overhead['noop_repro_seconds']:.1f} s"
-        )
+        figures["pipeline"] = pipeline_bench.shown_overhead()
     if queue:
-        param, values = QUEUE_SWEEP_PARAM, queue_sweep_values()
-        click.echo(f"\nqueued sweep over {param} = {', '.join(values)}")
-        sweep = figures["queue"] = queue_speedup(param, values, echo=click.echo)
-        click.echo(f"dvc queue start -j 2 vs -j 1: {sweep['speedup']:.2f}x")
+        figures["queue"] = queue_bench.shown()
     if old_params:
-        from blocklab.tools.bench import plan_cost
-        from blocklab.run.data import load_corpus
-
-        click.echo(f"\ntraining time of the plan in {params_file} against {old_params}")
-        _require_encoded(encoded, "--plan-against trains on it")
-        cost = figures["plan"] = plan_cost(load_params(old_params), load_params(params_file), load_corpus(encoded),
-                                           Path("reports/timings.json"), echo=click.echo)
-        click.echo(f"training, every train stage one after the other: {cost['old_seconds']:.0f} s -> "
-                   f"{cost['new_seconds']:.0f} s = {cost['ratio']:.2f}x")
+        figures["plan"] = pipeline_bench.shown_plan_cost(old_params, params_file, encoded)
     if plan_schedule:
-        figures["plan_schedule"] = _bench_plan_schedule(params_file, workers)
+        figures["plan_schedule"] = schedule_bench.shown(params_file, workers)
     if time_left:
-        figures["time_left"] = _bench_time_left(params_file)
+        figures["time_left"] = time_left_bench.shown(params_file)
     if through_dvc:
-        figures["through_dvc"] = _bench_through_dvc(ablation, params_file, dask_workers, figures["reference"])
+        figures["through_dvc"] = both_ways_bench.shown_per_run(ablation, params_file, dask_workers, figures["reference"])
     if make_repro:
         click.echo("\nthe whole default plan from nothing, both ways")
-        figures["make_repro"] = _both_ways((), dask_workers)
+        figures["make_repro"] = both_ways_bench.shown((), dask_workers)
     if json_out:
         Path(json_out).write_text(json.dumps(figures, indent=2) + "\n")
 
@@ -324,114 +307,6 @@ def docs(check_only: bool, walkthrough: bool) -> None:
         capture_walkthrough(root, echo=click.echo)
     changed = write(root)
     click.echo(f"rewrote {', '.join(changed)}" if changed else "every generated block already matches reports/")
-
-
-def _bench_time_left(params_file: str) -> dict:
-    from blocklab.tools.bench import time_left_quality
-
-    quality = time_left_quality(load_params(params_file), Path("data/runs"))
-    click.echo(f"\nthe plan bar's time left, {quality['runs']} runs (measured / estimated a run: median "
-               f"{quality['measured_over_estimated']['median']:.2f}, 10-90% {quality['measured_over_estimated']['p10']:.2f}"
-               f"-{quality['measured_over_estimated']['p90']:.2f}):")
-    for row in quality["at"]:
-        click.echo(f"  after {row['runs_back']:>4} runs ({row['elapsed']:>6.0f} s): said {row['time_left_said']:>6.0f} s "
-                   f"left, took {row['time_left_was']:>6.0f} s ({row['ratio']:.2f}x)")
-    click.echo("  costs fitted to these runs: " + ", ".join(f"{k} = {v:.2g}" for k, v in quality["fitted"].items()))
-    return quality
-
-
-def _both_ways(targets: tuple[str, ...], dask_workers: int) -> dict:
-    import tempfile
-
-    from blocklab.tools.bench import make_repro_both_ways
-
-    with tempfile.TemporaryDirectory(prefix="blocklab-both-ways-") as workdir:
-        both = make_repro_both_ways(Path(workdir), dask_workers, targets, echo=click.echo)
-    click.echo(f"stage by stage / all at once: {both['ratio']:.2f}x the wall time "
-               f"({both['stage_by_stage']['wall_seconds']:.0f} s vs {both['prefetch']['wall_seconds']:.0f} s); "
-               f"workers busy {both['stage_by_stage']['busy']:.0%} vs {both['prefetch']['busy']:.0%}; "
-               f"metrics {'the same' if both['same_metrics'] else 'NOT the same'} both ways")
-    return both
-
-
-def _bench_through_dvc(ablation: str, params_file: str, dask_workers: int, reference: dict) -> dict:
-    """The ablation's train stages from a fresh clone both ways, per run against the lesson's loop."""
-    variants = load_params(params_file).ablations[ablation].variants
-    click.echo(f"\n{ablation}'s runs through DVC from a fresh clone, both ways")
-    both = _both_ways(tuple(f"train_{ablation}@{v}" for v in variants), dask_workers)
-    runs = both["stage_by_stage"]["runs"]
-    per_run = {"reference_loop": reference["seconds"] / runs,
-               **{way: both[way]["wall_seconds"] / runs for way in ("stage_by_stage", "prefetch")}}
-    click.echo(f"\nseconds a run ({runs} runs): the lesson's loop {per_run['reference_loop']:.2f}, dvc repro stage by "
-               f"stage {per_run['stage_by_stage']:.2f} ({per_run['reference_loop'] / per_run['stage_by_stage']:.2f}x), "
-               f"prefetch + dvc repro {per_run['prefetch']:.2f} "
-               f"({per_run['reference_loop'] / per_run['prefetch']:.2f}x)")
-    return {**both, "seconds_per_run": per_run,
-            "ratio_to_reference": {way: per_run["reference_loop"] / per_run[way]
-                                   for way in ("stage_by_stage", "prefetch")}}
-
-
-def _bench_plan_schedule(params_file: str, workers: str) -> list[dict]:
-    import json
-
-    from blocklab.tools.bench import plan_schedule, plan_stage_times
-
-    timings_file = Path("reports/timings.json")
-    if not timings_file.exists():
-        raise BlocklabError(f"{timings_file} does not exist: it holds the runs' measured times; run `dvc repro` first")
-    try:
-        counts = [int(n) for n in workers.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"{workers!r} is not a list of numbers such as 8,32,128", param_hint="--workers") from None
-    stages = plan_stage_times(load_params(params_file), json.loads(timings_file.read_text()))
-    rows = plan_schedule(stages, counts)
-    runs = sum(map(len, stages.values()))
-    click.echo(f"\nthe plan's {runs} trained runs in {len(stages)} stages ({sum(map(sum, stages.values())):,.0f} s "
-               f"of training, as measured), simulated on a cluster, each run on a free worker, longest first:\n"
-               f"{'workers':>8}  {'stage by stage':>15}  {'whole plan at once':>19}  {'ratio':>6}  "
-               f"{'busy, stage by stage':>21}  {'busy, at once':>14}")
-    for row in rows:
-        click.echo(f"{row['workers']:>8}  {row['stage_by_stage_seconds']:>13,.0f} s  {row['whole_plan_seconds']:>17,.0f} s"
-                   f"  {row['ratio']:>5.2f}x  {row['busy_stage_by_stage']:>21.0%}  {row['busy_whole_plan']:>14.0%}")
-    return rows
-
-
-def _bench_trainer(ablation: str, steps: int | None, encoded: str, params_file: str, rounding: bool) -> dict:
-    from dataclasses import replace
-
-    from blocklab.tools.bench import compare_trainers
-    from blocklab.run.data import load_corpus
-
-    specs = [s for s in load_params(params_file).specs() if s.ablation == ablation]
-    if not specs:
-        raise click.BadParameter(f"no ablation '{ablation}' in {params_file}", param_hint="--ablation")
-    if steps is not None:
-        specs = [replace(s, train=replace(s.train, steps=steps)) for s in specs]
-    _require_encoded(encoded, "the trainer comparison trains on it (--no-trainer skips it)")
-    corpus = load_corpus(encoded)
-    click.echo(f"benchmarking {ablation}: {sum(len(s.seeds) for s in specs)} runs, trainer and reference loop")
-    figures = compare_trainers(specs, corpus, echo=click.echo, rounding=rounding)
-    t, r = figures["trainer"], figures["reference"]
-    click.echo(
-        f"\n{'':22}{'steps/s':>10}{'tokens/s':>12}{'GFLOP/s':>10}\n"
-        f"{'reference loop':22}{r['steps_per_s']:>10.1f}{r['tokens_per_s']:>12,.0f}{r['gflops']:>10.1f}\n"
-        f"{'blocklab trainer':22}{t['steps_per_s']:>10.1f}{t['tokens_per_s']:>12,.0f}{t['gflops']:>10.1f}\n"
-        f"{'fp32 matmul peak':22}{'':>10}{'':>12}{figures['matmul_peak_gflops']:>10.1f}\n\n"
-        f"throughput ratio trainer / reference: {figures['throughput_ratio']:.2f}x\n"
-        f"  ceiling with bitwise-equal results: {figures['ceiling_ratio']:.2f}x; matrix products alone: "
-        f"{figures['matrix_products_ceiling_ratio']:.2f}x\n"
-        f"largest |difference| in train_loss_last25: {figures['max_abs_difference']:.4f} "
-        f"({'equal within 0.01' if figures['max_abs_difference'] <= 0.01 else 'NOT equal within 0.01'})"
-    )
-    if rounding:
-        click.echo(f"largest |difference| the reference loop's own rounding makes ({figures['threads']} threads vs "
-                   f"one): {figures['max_abs_rounding_difference']:.4f}")
-    kernels = figures["kernels"]["step_ms_by_kind"]
-    click.echo(f"\none step of {figures['kernels']['step_of']} at one thread, its kernels replayed by kind "
-               f"({sum(kernels.values()):.1f} ms):")
-    for kind, ms in kernels.items():
-        click.echo(f"  {kind:18}{ms:>7.1f} ms")
-    return figures
 
 
 @main.command(short_help="Generate text from a trained run, as nanoGPT's sample.py does.")
