@@ -389,7 +389,7 @@ def test_a_runs_mlflow_times_are_its_training_not_its_logging(project, tmp_path)
 def test_an_experiment_created_from_a_temporary_copy_keeps_its_artifacts_beside_the_store(tmp_path, monkeypatch):
     """A queued experiment logs from `.dvc/tmp/exps/<copy>`, which DVC deletes afterwards: an experiment it
     creates first must not put its artifacts there."""
-    from blocklab.tools.tracking import _client, _experiment_id
+    from blocklab.tools.tracking.store import client_for, experiment_id_of
 
     store = tmp_path / "workspace" / "mlflow.db"
     uri = f"sqlite:///{store}"
@@ -397,8 +397,8 @@ def test_an_experiment_created_from_a_temporary_copy_keeps_its_artifacts_beside_
     copy = tmp_path / "workspace" / ".dvc" / "tmp" / "exps" / "tmp1234"
     copy.mkdir(parents=True)
     monkeypatch.chdir(copy)
-    client = _client(uri)
-    experiment = client.get_experiment(_experiment_id(client, "blocklab/norm_order"))
+    client = client_for(uri)
+    experiment = client.get_experiment(experiment_id_of(client, "blocklab/norm_order"))
     assert experiment.artifact_location == (store.parent / "mlartifacts" / "blocklab_norm_order").as_uri()
     run = client.create_run(experiment.experiment_id).info.run_id
     (tmp_path / "note.txt").write_text("x")

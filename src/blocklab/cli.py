@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -13,7 +12,6 @@ from blocklab.errors import reports_errors
 from blocklab.run.config import load_params
 
 LEFTOVER_SECONDS = 600  # `blocklab store --prune`: a staging folder this old is no put in progress
-STOP_SECONDS = 10.0  # `blocklab ui`: from a stopping signal to its exit, its server's whole group stopped
 
 
 # Every command that reads the plan takes it from the same option.
@@ -448,28 +446,9 @@ def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file
 
     A store that is unreachable or errors costs no result: a warning names the runs that were not
     logged and the command still succeeds, so the pipeline completes; run it again later."""
-    import json
-    import time
+    from blocklab.tools.tracking.log_runs import track_reported
 
-    from blocklab.tools.tracking import track as track_runs
-
-    started = time.perf_counter()
-    params = load_params(params_file)
-    baselines = json.loads((Path(reports_dir) / "metrics.json").read_text())["baselines"]
-    result = track_runs(params, Path(runs_dir), baselines, Path(reports_dir) / "figures", uri=tracking_uri)
-    logged, failed = result["logged"], result["failed"]
-    click.echo(f"MLflow ({result['uri']}): {len(logged)} runs logged, {result['already']} already there; "
-               f"{result['variants']} variant parent runs logged")
-    if result["log_seconds"]:
-        logging, training = sum(result["log_seconds"].values()), sum(result["train_seconds"].values())
-        whole = time.perf_counter() - started
-        click.echo(f"logging took {logging:.1f} s ({whole:.1f} s with the parent runs, their models and samples): "
-                   f"{logging / training:.1%} ({whole / training:.1%}) of those runs' {training:.0f} s of training")
-    if failed:
-        reasons = "; ".join(sorted(set(failed.values())))
-        click.secho(f"warning: {len(failed)} runs were NOT logged to MLflow ({reasons}): {', '.join(sorted(failed))}. "
-                    f"Their results are safe in {runs_dir}; run `blocklab track` when the store is back.",
-                    fg="yellow", err=True)
+    track_reported(load_params(params_file), Path(runs_dir), Path(reports_dir), tracking_uri)
 
 
 @main.command(short_help="MLflow's UI on blocklab's runs, with where to compare them.")
@@ -483,38 +462,6 @@ def ui(port: int, tracking_uri: str | None) -> None:
     (Ctrl-C) or SIGHUP (sent on as SIGTERM: the server would take SIGHUP for "reload") stops that whole
     group (the server and its workers): whatever the server does with the signal, the command has
     exited, with nothing left running, within 10 s."""
-    import shutil
-    import signal
-    import subprocess
-    import sys
+    from blocklab.tools.ui import serve
 
-    from blocklab.tools.processes import stop_within
-    from blocklab.tools.tracking import ensure_store, tracking_uri as default_uri, ui_addresses
-
-    uri = tracking_uri or default_uri()
-    ensure_store(uri)
-    mlflow = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
-    base = f"http://127.0.0.1:{port}"
-    click.echo(f"MLflow UI for {uri}: {base}  (Ctrl-C to stop)")
-    # MLflow 3 opens an experiment on its GenAI overview: the addresses of what blocklab logged instead
-    for label, address in ui_addresses(uri, base):
-        click.echo(f"  {label}: {address}")
-    server = subprocess.Popen([mlflow, "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)],
-                              start_new_session=True)
-    stopping: list[int] = []
-
-    def forward(signum, _frame) -> None:
-        stopping.append(signum)
-        try:
-            os.killpg(server.pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
-        except ProcessLookupError:
-            pass
-
-    for stopping_signal in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(stopping_signal, forward)
-    try:
-        while server.poll() is None and not stopping:
-            time.sleep(0.2)
-    finally:
-        stop_within(server, STOP_SECONDS)
-    raise SystemExit(128 + stopping[0] if stopping else server.returncode)
+    raise SystemExit(serve(port, tracking_uri))

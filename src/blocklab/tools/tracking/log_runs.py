@@ -1,0 +1,235 @@
+"""Logging: every run of the plan that the store lacks (`track`), each variant as a parent run with its seeds
+nested, its seed-0 model and what that model writes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+
+from blocklab.run.config import Params, RunSpec
+from blocklab.run.results import read_curve, read_metrics, read_timing, run_dir
+from blocklab.tools.tracking.claiming import COMPLETE, claim, complete_run, delete_incomplete, stored_runs
+from blocklab.tools.tracking.payloads import (
+    BATCH, curve_metrics, flat_params, run_key, run_tags, speed, training_times, variant_key, variant_metrics,
+)
+from blocklab.tools.tracking.store import (
+    EXPERIMENT_IDS, PARENT_TAG, client_for, ensure_store, experiment_id_of, failure_reason, fluent_tracking_uri,
+    tracking_uri,
+)
+
+
+def _log_all(client, run_id: str, metrics: list, params: list) -> None:
+    """Metrics and parameters in as few calls as MLflow takes (1,000 metrics, 100 parameters a call)."""
+    for i in range(0, max(len(metrics), len(params)), BATCH):
+        client.log_batch(run_id, metrics=metrics[i : i + BATCH], params=params[i : i + 100] if i == 0 else [])
+    for i in range(100, len(params), 100):
+        client.log_batch(run_id, params=params[i : i + 100])
+
+
+def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, figure: Path | None,
+            key: str, parent_id: str | None = None) -> tuple[str, str]:
+    """One seed's run into MLflow: parameters, per-step curves in batches, final metrics, its training wall
+    time and speed, artifacts, tags; nested under `parent_id`. FINISHED last: only then is it logged.
+    Returns its id and the id of the run that stands for its key (another, if another process logged the
+    same run at the same time: then its own is deleted)."""
+    from mlflow.entities import Metric, Param
+
+    experiment_id = experiment_id_of(client, f"blocklab/{spec.ablation}")
+    name = f"{spec.name.split('/', 1)[1]}/seed{seed}"
+    tags = run_tags(spec, key)
+    if parent_id is not None:
+        tags[PARENT_TAG] = parent_id
+    start_ms, end_ms = training_times([directory])
+    run_id = client.create_run(experiment_id, start_time=start_ms, run_name=name, tags=tags).info.run_id
+    now = end_ms or int(time.time() * 1000)
+    recorded = read_metrics(directory)
+    final = {k: float(v) for k, v in recorded.items() if isinstance(v, (int, float)) and v is not None}
+    final.update({f"baseline_{k}": float(v) for k, v in baselines.items()})
+    final.update(speed(directory, recorded["steps"]))
+    metrics = curve_metrics(read_curve(directory), start_ms, end_ms) + [Metric(k, v, now, 0) for k, v in final.items()]
+    _log_all(client, run_id, metrics, [Param(k, v) for k, v in flat_params(spec, seed).items()])
+    client.log_artifact(run_id, str(Path(directory) / "curve.csv"))
+    if figure is not None and Path(figure).exists():
+        client.log_artifact(run_id, str(figure))
+    if (standing := claim(client, experiment_id, key, run_id)) == run_id:
+        client.set_terminated(run_id, status=COMPLETE, end_time=end_ms)
+    return run_id, standing
+
+
+def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | None, uri: str | None = None) -> dict:
+    """Log every run of the DVC outputs that the store does not have yet, each variant's seeds under a
+    parent run; finish what an earlier, interrupted logging left incomplete by logging it anew.
+
+    Returns {"logged": [...], "already": n, "variants": n, "failed": {run: reason}, ...}; a store that
+    is unreachable or errors leaves every run in "failed" and raises nothing."""
+    uri = uri or tracking_uri()
+    result = {"uri": uri, "logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {},
+              "train_seconds": {}}
+    specs = params.specs() + params.map_specs()  # a map's cells: a parent run each, its seeds under it
+    EXPERIMENT_IDS.clear()  # a store may have been replaced since the last track
+    try:
+        ensure_store(uri)
+        client = client_for(uri)
+        stored = stored_runs(client, list(params.ablations) + list(params.maps))
+    except Exception as err:  # noqa: BLE001 - any store failure must leave the results alone
+        result["failed"] = {spec.key(seed): failure_reason(err) for spec in specs for seed in spec.seeds}
+        return result
+    def log(spec: RunSpec) -> dict:
+        mine = {"logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {}, "train_seconds": {}}
+        directories = {seed: run_dir(spec.directory(Path(runs_dir) / spec.ablation / spec.variant), seed)
+                       for seed in spec.seeds}
+        untrained = [seed for seed, d in directories.items() if not (d / "metrics.json").exists()]
+        for seed in untrained:
+            mine["failed"][spec.key(seed)] = f"not trained: no results in {directories[seed]} (run `dvc repro`)"
+        if not untrained:
+            # A map's cells log no figure, model or sample each: the map's figures are its own (reports/figures).
+            figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir and not spec.cell else None
+            _log_variant(client, spec, directories, stored, baselines, figure, mine)
+        return mine
+
+    for mine in map(log, specs):
+        result["logged"] += mine["logged"]
+        for name in ("failed", "log_seconds", "train_seconds"):
+            result[name].update(mine[name])
+        result["already"] += mine["already"]
+        result["variants"] += mine["variants"]
+    return result
+
+
+def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: dict[str, list], baselines: dict,
+                 figure: Path | None, result: dict) -> None:
+    """One variant: its parent run, its seeds nested under it (logging those the store lacks), then the parent's
+    statistics and FINISHED. A failure leaves the parent unfinished, for the next `blocklab track` to replace."""
+    from mlflow.entities import Param
+
+    keys = {seed: run_key(spec, seed, d) for seed, d in directories.items()}
+    parent_key = variant_key(spec, list(keys.values()))
+    if complete_run(stored.get(parent_key, [])) is not None:
+        result["already"] += len(keys)
+        return
+    try:
+        delete_incomplete(client, stored.get(parent_key, []))
+        start_ms, end_ms = training_times(directories.values())
+        parent_id = client.create_run(experiment_id_of(client, f"blocklab/{spec.ablation}"), start_time=start_ms,
+                                      run_name=spec.name.split("/", 1)[1], tags=run_tags(spec, parent_key)).info.run_id
+    except Exception as err:  # noqa: BLE001
+        result["failed"].update({spec.key(seed): failure_reason(err) for seed in keys})
+        return
+    seeds_done, standing, foreign = True, {}, set()
+    for seed, key in keys.items():
+        started = time.perf_counter()
+        try:
+            if (done := complete_run(stored.get(key, []))) is not None:  # logged whole before: nest it here
+                client.set_tag(done.info.run_id, PARENT_TAG, parent_id)
+                standing[seed] = done.info.run_id
+                result["already"] += 1
+                continue
+            delete_incomplete(client, stored.get(key, []))
+            # the ablation's figure goes to the parent, once, not to every seed (one upload fewer per run)
+            ours, standing[seed] = log_run(client, spec, seed, directories[seed], baselines, None, key, parent_id)
+        except Exception as err:  # noqa: BLE001
+            result["failed"][spec.key(seed)] = failure_reason(err)
+            seeds_done = False
+            continue
+        if standing[seed] != ours:  # another process logged it at the same time: its run stands
+            foreign.add(seed)
+            result["already"] += 1
+            continue
+        result["log_seconds"][spec.key(seed)] = time.perf_counter() - started
+        result["train_seconds"][spec.key(seed)] = read_timing(directories[seed])["seconds"]
+        result["logged"].append(spec.key(seed))
+    if not seeds_done:
+        return
+    try:
+        shared = {k: v for k, v in flat_params(spec, spec.seeds[0]).items() if k != "seed"}
+        _log_all(client, parent_id, variant_metrics(directories, baselines, end_ms or int(time.time() * 1000)),
+                 [Param(k, v) for k, v in {**shared, "seeds": ",".join(map(str, keys))}.items()])
+        experiment_id = experiment_id_of(client, f"blocklab/{spec.ablation}")
+        if not spec.cell:
+            log_model_and_sample(client, parent_id, directories[spec.seeds[0]], experiment_id)
+        if figure is not None and Path(figure).exists():
+            client.log_artifact(parent_id, str(figure))
+        if (winner := claim(client, experiment_id, parent_key, parent_id)) == parent_id:
+            client.set_terminated(parent_id, status=COMPLETE, end_time=end_ms)
+            result["variants"] += 1
+        for seed, run_id in standing.items():  # every seed under the parent that stands, whoever logged it
+            if winner != parent_id or seed in foreign:
+                client.set_tag(run_id, PARENT_TAG, winner)
+    except Exception as err:  # noqa: BLE001
+        result["failed"][spec.name] = failure_reason(err)
+
+
+MODEL_NAME = "model"
+
+
+SAMPLE_FILE = "sample.txt"
+
+
+SAMPLE_TOKENS = 200
+
+
+def log_model_and_sample(client, run_id: str, directory: Path, experiment_id: str | None = None) -> None:
+    """The run in `directory` as an MLflow model of run `run_id` (MLflow 3's logged model, with its
+    signature: character ids (batch, time) in, logits (batch, time, vocabulary) out), and what it writes
+    (nanoGPT's sampling, SAMPLE_TOKENS characters) as the run's `sample.txt`."""
+    import tempfile
+
+    import mlflow
+    import mlflow.pytorch
+    import numpy as np
+    import torch
+    from mlflow.models import ModelSignature
+    from mlflow.types import Schema, TensorSpec
+
+    from blocklab.tools.sampling import SampleSettings, read_model, sample_run
+
+    model, cfg, chars = read_model(directory)
+    model_context = cfg.context
+    signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(np.int64), (-1, -1))]),
+                               outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, -1, len(chars)))]))
+    experiment_id = experiment_id or client.get_run(run_id).info.experiment_id  # the run's, not the fluent API's
+    logged = client.create_logged_model(experiment_id, name=MODEL_NAME, source_run_id=run_id)
+    example = np.zeros((2, model_context), dtype=np.int64)
+    # Pickled (it loads where blocklab is installed): 0.05 s a model here, where MLflow's traced pt2 format took
+    # 1 s each, which put the track stage at 5.7% of the training time it logs, over its 5% budget.
+    quiet = logging.getLogger("mlflow.pytorch")
+    level, quiet.level = quiet.level, logging.ERROR  # not the pickle warning once per variant: it is our own model
+    try:
+        with fluent_tracking_uri(client.tracking_uri):
+            mlflow.pytorch.log_model(model, name=MODEL_NAME, run_id=run_id, model_id=logged.model_id,
+                                     input_example=example, signature=signature, serialization_format="pickle",
+                                     pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+    finally:
+        quiet.level = level
+    (text,) = sample_run(directory, SampleSettings(tokens=SAMPLE_TOKENS))
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / SAMPLE_FILE).write_text(text)
+        client.log_artifact(run_id, str(Path(folder) / SAMPLE_FILE))
+
+
+def track_reported(params: Params, runs_dir: Path, reports_dir: Path, uri: str | None = None) -> dict:
+    """`blocklab track` (the pipeline's track stage): `track`, then what was logged, how long it took against the
+    runs' training, and a warning naming the runs that were not logged (the command still succeeds)."""
+    import click
+
+    started = time.perf_counter()
+    baselines = json.loads((reports_dir / "metrics.json").read_text())["baselines"]
+    result = track(params, runs_dir, baselines, reports_dir / "figures", uri=uri)
+    logged, failed = result["logged"], result["failed"]
+    click.echo(f"MLflow ({result['uri']}): {len(logged)} runs logged, {result['already']} already there; "
+               f"{result['variants']} variant parent runs logged")
+    if result["log_seconds"]:
+        logging_seconds, training = sum(result["log_seconds"].values()), sum(result["train_seconds"].values())
+        whole = time.perf_counter() - started
+        click.echo(f"logging took {logging_seconds:.1f} s ({whole:.1f} s with the parent runs, their models and "
+                   f"samples): {logging_seconds / training:.1%} ({whole / training:.1%}) of those runs' "
+                   f"{training:.0f} s of training")
+    if failed:
+        reasons = "; ".join(sorted(set(failed.values())))
+        click.secho(f"warning: {len(failed)} runs were NOT logged to MLflow ({reasons}): {', '.join(sorted(failed))}. "
+                    f"Their results are safe in {runs_dir}; run `blocklab track` when the store is back.",
+                    fg="yellow", err=True)
+    return result
