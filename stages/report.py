@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from blocklab.analysis import plots
+from blocklab.analysis import map_plots, plots
 from blocklab.analysis.claims import load_claims, verdicts_markdown
 from blocklab.analysis.maps import map_section
 from blocklab.analysis.reference import load_reference
@@ -39,7 +39,7 @@ def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: st
                    for name in params.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
         map_summary = json.loads((reports_dir / "maps.json").read_text())
-        map_figures = {name: plots.map_outputs(params, name, metrics, reports_dir, map_summary) for name in params.maps}
+        map_figures = {name: map_plots.map_outputs(params, name, metrics, reports_dir, map_summary) for name in params.maps}
         figures = {name: future.result() for name, future in drawing.items()}
     maps = [map_section(params, name, map_summary, map_figures[name]) for name in params.maps]
     samples = json.loads((reports_dir / "samples.json").read_text())

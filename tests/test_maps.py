@@ -261,7 +261,7 @@ def test_a_map_through_dvc_and_one_more_learning_rate_trains_only_its_cells(repr
 def test_every_kind_of_map_figure_draws_from_made_up_results_with_their_attention_logits(tmp_path):
     """heatmap, lr, lr_by_variant, sensitivity and attention_logits, on a map with a model axis (the widths of
     Wortsman et al.'s proxies) and made-up runs whose largest attention logit grows with the learning rate."""
-    from blocklab.analysis import plots
+    from blocklab.analysis import map_plots
     from blocklab.analysis.maps import seed_best_lr
 
     params = parse_params(a_map(axes={"model": {"d_model": [32, 64]}, "train": {"lr": [0.001, 0.01, 0.1]}},
@@ -280,7 +280,7 @@ def test_every_kind_of_map_figure_draws_from_made_up_results_with_their_attentio
     assert wide["attn_logit_max_at_best_lr"] == pytest.approx(10 * 11 * 1.5)  # seed mean at lr 1e-2
     assert wide["attn_logit_max_at_trainable_lr_max"] == wide["attn_logit_max_at_best_lr"]
     assert seed_best_lr(runs, lr_groups(params)["m/post"]["d64"]) == {0: 0.01, 1: 0.01}
-    drawn = plots.map_outputs(params, "m", metrics, tmp_path, summary)
+    drawn = map_plots.map_outputs(params, "m", metrics, tmp_path, summary)
     assert list(drawn) == ["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits"]
     for kind, path in drawn.items():
         assert path == f"figures/m_{kind}.png" and (tmp_path / path).stat().st_size > 10_000, kind
@@ -310,7 +310,7 @@ def test_claims_read_a_groups_best_learning_rate_per_seed_and_take_log10_of_it()
 def test_a_blown_up_cell_sits_on_the_edge_of_the_learning_rate_figures_with_its_value(tmp_path, monkeypatch):
     """A loss far above the unigram baseline (a diverging width at the highest learning rate) would flatten every
     other line: the axis stops 1 nat above the baseline and the cell is a triangle on the edge, labelled."""
-    from blocklab.analysis import plots
+    from blocklab.analysis import map_plots
 
     params = parse_params(a_map(axes={"model": {"d_model": [32, 64]}, "train": {"lr": [0.001, 0.01, 0.1]}},
                                 figures=["lr", "lr_by_variant"]))
@@ -323,13 +323,13 @@ def test_a_blown_up_cell_sits_on_the_edge_of_the_learning_rate_figures_with_its_
                                     "logit_log_z": 5.0}
     metrics = {"runs": runs, "baselines": {"unigram_val": 3.35}}
     figures = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path, **_: figures.append(fig) or path)
-    plots.map_outputs(params, "m", metrics, tmp_path, map_summary(params, metrics))
+    monkeypatch.setattr(map_plots, "save_figure", lambda fig, path, **_: figures.append(fig) or path)
+    map_plots.map_outputs(params, "m", metrics, tmp_path, map_summary(params, metrics))
     assert len(figures) == 2
     for fig in figures:
         for ax in fig.axes:
-            assert ax.get_ylim()[1] == pytest.approx(3.35 + plots.OFF_SCALE)
-            assert max(max(line.get_ydata()) for line in ax.lines) <= 3.35 + plots.OFF_SCALE
+            assert ax.get_ylim()[1] == pytest.approx(3.35 + map_plots.OFF_SCALE)
+            assert max(max(line.get_ydata()) for line in ax.lines) <= 3.35 + map_plots.OFF_SCALE
         assert [t.get_text() for ax in fig.axes for t in ax.texts] == ["16.5", "16.5"]  # a panel per variant / group
 
 
@@ -339,7 +339,7 @@ def test_the_heatmaps_scale_is_set_by_the_cells_that_trained_and_failed_cells_ar
     collapsed grey, each saying so, and a cell where one seed of two failed says how many."""
     import matplotlib
 
-    from blocklab.analysis import plots
+    from blocklab.analysis import map_plots
 
     params = parse_params(a_map())
 
@@ -360,9 +360,9 @@ def test_the_heatmaps_scale_is_set_by_the_cells_that_trained_and_failed_cells_ar
                                     "blown_up": blown_up, "diverged": False, "attn_logit_max": 5.0, "logit_log_z": 5.0}
     metrics = {"runs": runs, "baselines": {"unigram_val": 3.35, "unigram": 3.3, "uniform": 4.17}}
     figures = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path, **_: figures.append(fig) or path)
+    monkeypatch.setattr(map_plots, "save_figure", lambda fig, path, **_: figures.append(fig) or path)
     cells = cell_table(runs_frame(params, "m", metrics))
-    plots.map_heatmaps(cells, metrics["baselines"], "m", tmp_path / "heatmap.png")
+    map_plots.map_heatmaps(cells, metrics["baselines"], "m", tmp_path / "heatmap.png")
     (fig,) = figures
     panels = [ax for ax in fig.axes if ax.images]
     (bar,) = [ax for ax in fig.axes if not ax.images and ax.collections]  # the colour bar
@@ -372,5 +372,5 @@ def test_the_heatmaps_scale_is_set_by_the_cells_that_trained_and_failed_cells_ar
     assert texts["post"].count("1,324\nblew up") == 2 and "1,324" not in " ".join(texts["pre"])
     assert texts["pre"].count("3.35\ncollapsed") == 2 and "2.85\n× 1/2" in texts["pre"]
     image = panels[0].images[0].get_array()
-    assert tuple(image[0, 2]) == pytest.approx(matplotlib.colors.to_rgba(plots.BLOWN_UP_COLOUR))
-    assert tuple(panels[1].images[0].get_array()[1, 2]) == pytest.approx(matplotlib.colors.to_rgba(plots.COLLAPSED_COLOUR))
+    assert tuple(image[0, 2]) == pytest.approx(matplotlib.colors.to_rgba(map_plots.BLOWN_UP_COLOUR))
+    assert tuple(panels[1].images[0].get_array()[1, 2]) == pytest.approx(matplotlib.colors.to_rgba(map_plots.COLLAPSED_COLOUR))

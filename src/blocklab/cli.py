@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import click
 from blocklab.errors import reports_errors
 from blocklab.run.config import load_params
 
-LEFTOVER_SECONDS = 600  # `blocklab store --prune`: a staging folder this old is no put in progress
 
 
 # Every command that reads the plan takes it from the same option.
@@ -107,44 +105,9 @@ def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | Non
     scheduler is set, else in one-thread workers on this machine, one per core. Each result goes into the
     store the moment it is back: an interruption (Ctrl-C, a lost machine) loses only the runs still training.
     The stages that train nothing before them (download, encode) are reproduced first, through DVC."""
-    from blocklab.schedule.cluster import connect, scheduler_address
-    from blocklab.run.data import load_corpus
-    from blocklab.schedule.prefetch import ENCODED, runs_of_stages, stale_train_stages, train_ahead
-    from blocklab.schedule.run_store import RunKeys, RunStore
+    from blocklab.schedule.prefetch import prefetch_reported
 
-    address = scheduler_address(scheduler)
-    if address:  # before any work: an unreachable scheduler fails within seconds, naming its address
-        client = connect(address)
-        workers = len(client.scheduler_info().get("workers", {}))
-        client.close()
-    else:
-        workers = workers or os.cpu_count() or 1
-    params = load_params(params_file)
-    stale = stale_train_stages(targets, echo=click.echo)
-    store = RunStore(store_dir)
-    runs = runs_of_stages(params, stale.stages, RunKeys(ENCODED)) if stale.stages else []
-    click.echo(f"{len(stale.stages)} train and map stages out of date ({stale.up_to_date} up to date"
-               + (f", {len(stale.restorable)} restored from DVC's run cache by dvc repro" if stale.restorable else "")
-               + f"): {len(runs)} runs")
-    if not runs:
-        click.echo("nothing to train: every train and map stage is up to date (or restored by DVC's run cache)")
-        return
-    if dry_run:
-        from blocklab.schedule.plan import missing
-
-        todo, distinct = missing(runs, store, click.echo), len({run.store_key for run in runs})
-        click.echo(f"{distinct} distinct (the others' settings equal one of them): {distinct - len(todo)} in the run "
-                   f"store, {len(todo)} would train"
-                   + "".join(f"\n  {stage.name}" for stage in stale.stages))
-        return
-    try:
-        done = train_ahead(runs, load_corpus(ENCODED), store, workers, address, echo=click.echo)
-    except KeyboardInterrupt:
-        raise click.ClickException(f"interrupted: the run store keeps every run that finished ({store_dir}); "
-                                   f"`blocklab prefetch` again trains the rest") from None
-    where = f"the Dask cluster at {address} ({workers} workers)" if address else f"{workers} local workers"
-    click.echo(f"{done.stored} of {done.distinct} distinct runs were in the run store; {done.trained} trained in "
-               f"{done.seconds:.0f} s on {where}, busy {done.busy:.0%} of the time. Now `dvc repro` copies them.")
+    prefetch_reported(load_params(params_file), targets, workers, scheduler, dry_run, store_dir)
 
 
 @main.command(short_help="What the run store holds and the plan uses; --prune the rest.")
@@ -160,39 +123,9 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
     """What the run store holds: its entries and their size, and how many of them the plan in params.yaml uses
     (with today's training code, corpus and torch: an entry made by other code is never used again). With
     --prune, remove the rest."""
-    import shutil
+    from blocklab.schedule.run_store import store_reported
 
-    from blocklab.schedule.prefetch import require_encoded
-    from blocklab.schedule.run_store import RunKeys, RunStore
-
-    if not Path(store_dir).is_dir():
-        click.echo(f"{store_dir}: no run store yet, nothing trained here (`make demo` or `make repro` trains into it)")
-        return
-    require_encoded(encoded, "the runs' keys hash the encoded corpus")
-    params = load_params(params_file)
-    runs_store = RunStore(store_dir)
-    keys = RunKeys(encoded)
-    needed = {key for spec in params.specs() + params.map_specs() for key in keys.of(spec).values()}
-    held = runs_store.keys()
-    used, unused = [k for k in held if k in needed], [k for k in held if k not in needed]
-    leftovers = runs_store.leftovers(older_than=LEFTOVER_SECONDS)
-
-    def mb(n: int) -> str:
-        return f"{n / 1e6:,.1f} MB"
-
-    click.echo(f"{store_dir}: {len(held)} entries, {mb(runs_store.size())}\n"
-               f"  used by params.yaml's plan: {len(used)} ({mb(runs_store.size(used))}) of the plan's "
-               f"{len(needed)} distinct runs\n"
-               f"  needed by no current setting: {len(unused)} ({mb(runs_store.size(unused))})"
-               + (f"\n  left by interrupted writes: {len(leftovers)}" if leftovers else ""))
-    if prune:
-        for key in unused:
-            runs_store.remove(key)
-        for path in leftovers:
-            shutil.rmtree(path, ignore_errors=True)
-        click.echo(f"pruned {len(unused)} entries" + (f" and {len(leftovers)} leftovers" if leftovers else ""))
-    elif unused or leftovers:
-        click.echo("`blocklab store --prune` removes them.")
+    store_reported(store_dir, encoded, params_file, prune)
 
 
 @main.command(short_help="The trainer against the lesson's loop; the pipeline's costs.")

@@ -1,4 +1,5 @@
-"""Figures that make each finding obvious (matplotlib, PNG), drawn from the runs' curves and metrics."""
+"""An ablation's figures (matplotlib, PNG), drawn from its runs' curves and metrics: what makes each finding obvious.
+A map's figures: blocklab.analysis.map_plots."""
 
 from __future__ import annotations
 
@@ -12,11 +13,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from blocklab.analysis.intervals import half_width  # noqa: E402
-from blocklab.analysis.maps import cell_table  # noqa: E402
-from blocklab.analysis.maps import runs_frame as map_runs_frame  # noqa: E402
 from blocklab.analysis.reference import published  # noqa: E402
-from blocklab.analysis.report import BLOWN_UP_MARGIN, curves_frame, plot_table, runs_frame  # noqa: E402
-from blocklab.run.config import Ablation, Params, load_params  # noqa: E402
+from blocklab.analysis.report import curves_frame, plot_table, runs_frame  # noqa: E402
+from blocklab.run.config import Ablation, load_params  # noqa: E402
 
 SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
 LOSS_LABEL = "loss (nats per character)"
@@ -30,7 +29,7 @@ def _baselines(ax, baselines: dict) -> None:
                label=f"uniform guess, ln V = {baselines['uniform']:.3f}")
 
 
-def _save(fig, path: Path, dpi: int = 110) -> Path:
+def save_figure(fig, path: Path, dpi: int = 110) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
@@ -83,7 +82,7 @@ def loss_curves(curves: pd.DataFrame, baselines: dict, title: str, path: Path) -
     ax.set_title(title, fontsize=10)
     ax.set(xlabel="training step", ylabel=f"training {LOSS_LABEL}")
     ax.legend(fontsize=8, title=f"seed mean, {SMOOTHING}-step smoothing; band = seed range", title_fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def grad_norm_curves(curves: pd.DataFrame, title: str, path: Path) -> Path:
@@ -94,7 +93,7 @@ def grad_norm_curves(curves: pd.DataFrame, title: str, path: Path) -> Path:
     ax.set_title(title, fontsize=10)
     ax.set(xlabel="training step", ylabel="gradient norm, all parameters (log scale)", yscale="log")
     ax.legend(fontsize=8, title=f"seed mean, {SMOOTHING}-step smoothing; band = seed range", title_fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def final_losses(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
@@ -115,7 +114,7 @@ def final_losses(runs: pd.DataFrame, baselines: dict, title: str, path: Path) ->
     ax.invert_yaxis()
     ax.set(title=title, xlabel=f"final training {LOSS_LABEL}: mean of the last 25 steps (bar = seed mean)")
     ax.legend(fontsize=8, loc="lower right")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def parameters_and_shares(runs: pd.DataFrame, title: str, path: Path) -> Path:
@@ -141,7 +140,7 @@ def parameters_and_shares(runs: pd.DataFrame, title: str, path: Path) -> Path:
     right.tick_params(axis="x", labelrotation=20, labelsize=8)
     right.legend(fontsize=8)
     fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def loss_by_depth(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
@@ -159,7 +158,7 @@ def loss_by_depth(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -
            ylabel=f"final validation {LOSS_LABEL} (bars: 95% t interval of the mean)")
     ax.set_xticks(sorted(runs["n_layers"].unique()), [str(d) for d in sorted(runs["n_layers"].unique())])
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def train_vs_validation(curves: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
@@ -171,7 +170,7 @@ def train_vs_validation(curves: pd.DataFrame, baselines: dict, title: str, path:
     _baselines(ax, baselines)
     ax.set(title=title, xlabel="training step", ylabel=f"{LOSS_LABEL} (seed mean)")
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def ladder(runs: pd.DataFrame, baselines: dict, published: dict[str, float], title: str, path: Path) -> Path:
@@ -200,7 +199,7 @@ def ladder(runs: pd.DataFrame, baselines: dict, published: dict[str, float], tit
                *(p for _, p in marked))
     ax.set(title=title, ylabel=f"validation {LOSS_LABEL}", ylim=(lows - 0.15, baselines["unigram_val"] + 0.15))
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def paired_difference(curves: pd.DataFrame, baselines: dict, title: str, path: Path, smoothing: int = 100) -> Path:
@@ -229,7 +228,7 @@ def paired_difference(curves: pd.DataFrame, baselines: dict, title: str, path: P
         bottom.fill_between(difference.index, mean - half, mean + half, color=f"C{i}", alpha=0.25, lw=0)
     bottom.set(xlabel="training step", ylabel="difference in training loss (nats)")
     bottom.legend(fontsize=8, title=f"paired by seed: mean and 95% t interval ({len(seeds)} seeds)", title_fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def gradient_depths(table: dict, path: Path) -> Path:
@@ -242,7 +241,7 @@ def gradient_depths(table: dict, path: Path) -> Path:
     ax.set(title="Gradient reaching the input through a stack of blocks", xlabel="blocks in the stack (log scale)",
            ylabel="norm of d loss / d input (log scale)", xscale="log", yscale="log")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: pd.DataFrame, baselines: dict,
@@ -290,209 +289,4 @@ def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: d
     tables_dir.mkdir(parents=True, exist_ok=True)
     plot_table(curves, "loss").to_csv(tables_dir / f"{ablation}_loss.csv", index=False)
     plot_table(curves, "grad_norm").to_csv(tables_dir / f"{ablation}_grad_norm.csv", index=False)
-    return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}
-
-
-COLLAPSED_COLOUR, BLOWN_UP_COLOUR = "0.82", "#e8a09a"  # cells where no seed trained: apart from the scale
-
-
-def _panels(count: int, width: float, height: float, columns: int = 2, **options):
-    """A figure of `count` panels, at most `columns` a row (legible at a README's 800 px), the spare ones hidden;
-    returns (figure, the panels in reading order)."""
-    import math
-
-    columns = min(columns, count)
-    rows = math.ceil(count / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False,
-                             layout="constrained", **options)
-    panels = [ax for row in axes for ax in row]
-    for spare in panels[count:]:
-        spare.set_visible(False)
-    return fig, panels[:count]
-
-
-def _compact(value: float) -> str:
-    """A loss as a cell holds it: 2.34, 12.3, 1,325."""
-    return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}" if abs(value) < 100 else f"{value:,.0f}"
-
-
-def _heatmap_cell(cell, norm, colours) -> tuple[object, str]:
-    """(colour, text) of one map cell: on the scale where a seed trained, else grey (every seed collapsed) or red
-    (every seed blew up); seeds that did not train are counted in words."""
-    seeds, mean = int(cell["seeds"]), cell["val_loss_mean"]
-    collapsed, blown_up = int(cell["collapsed"]), int(cell["blown_up"])
-    if collapsed == seeds:
-        return COLLAPSED_COLOUR, f"{_compact(mean)}\ncollapsed"
-    if blown_up == seeds:
-        return BLOWN_UP_COLOUR, "diverged" if mean is None or mean != mean else f"{_compact(mean)}\nblew up"
-    failed = collapsed + blown_up
-    return colours(norm(mean)), _compact(mean) + (f"\n× {failed}/{seeds}" if failed else "")
-
-
-def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
-    """One panel per variant: learning rate (columns) x the other axes (rows, e.g. warmup). Colour: the seed-mean
-    final validation loss, on a scale set by the cells where every seed trained (a cell above it shows the
-    scale's top, its value written); a cell where every seed collapsed is grey, one where every seed blew up
-    red, and a cell where some seeds did not train says how many."""
-    import numpy as np
-    from matplotlib.colors import Normalize
-    from matplotlib.patches import Patch
-
-    variants = list(dict.fromkeys(cells["label"]))
-    lrs = sorted(cells["lr"].unique())
-    groups = list(dict.fromkeys(cells["group"]))
-    words = dict(zip(cells["group"], cells["group_label"]))
-    trained = cells.loc[cells["trained"] == cells["seeds"], "val_loss_mean"].dropna()
-    scale = trained if len(trained) else cells["val_loss_mean"].dropna()
-    norm = Normalize(float(scale.min()), float(scale.max()), clip=True)
-    colours = matplotlib.colormaps["viridis_r"]
-    fig, panels = _panels(len(variants), 0.62 * len(lrs) + 1.0, 0.48 * len(groups) + 1.0, sharey=True)
-    for ax, label in zip(panels, variants):
-        mine = cells[cells["label"] == label].set_index(["group", "lr"])
-        image = np.ones((len(groups), len(lrs), 4))
-        for i, g in enumerate(groups):
-            for j, lr in enumerate(lrs):
-                if (g, lr) not in mine.index:
-                    continue
-                colour, text = _heatmap_cell(mine.loc[(g, lr)], norm, colours)
-                image[i, j] = matplotlib.colors.to_rgba(colour)
-                dark = np.dot(image[i, j, :3], [0.299, 0.587, 0.114]) < 0.5
-                ax.text(j, i, text, ha="center", va="center", fontsize=7, linespacing=1.1,
-                        color="white" if dark else "black")
-        ax.imshow(image, aspect="auto")
-        ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs], fontsize=8)
-        ax.set_yticks(range(len(groups)), [words[g] for g in groups], fontsize=8)
-        ax.set_title(label, fontsize=10)
-        ax.set_xlabel("learning rate", fontsize=8)
-    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm, colours), ax=panels, shrink=0.9, extend="max")
-    bar.set_label(f"final validation loss, seed mean (scale: the cells\nwhere every seed trained, "
-                  f"{norm.vmin:.2f} to {norm.vmax:.2f})", fontsize=8)
-    bar.ax.tick_params(labelsize=7)
-    fig.legend(handles=[Patch(color=COLLAPSED_COLOUR, label=f"every seed collapsed (to the unigram baseline, "
-                                                            f"{baselines['unigram_val']:.2f})"),
-                        Patch(color=BLOWN_UP_COLOUR, label=f"every seed blew up (ln V + {BLOWN_UP_MARGIN:g} or "
-                                                           f"more) or diverged (not finite)"),
-                        Patch(color="white", label="× k/n: k of n seeds collapsed or blew up")],
-               loc="outside lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
-    return _save(fig, path)
-
-
-OFF_SCALE = 1.0  # nats above the unigram baseline where a learning-rate figure's axis stops
-
-
-def _shared_legend(fig, panels, title: str) -> None:
-    """One legend for every panel (their lines are the same), below them."""
-    handles, labels = panels[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize=8, title=title,
-               title_fontsize=8, frameon=False)
-
-
-def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, panels: str, lines: str,
-              legend_baseline: str) -> Path:
-    """Final validation loss against learning rate (log axis): a panel per value of `panels`, a line per value
-    of `lines` (columns of the cell table), the seeds' range as a band, the unigram baseline dashed."""
-    values = list(dict.fromkeys(cells[panels]))
-    # A cell far above the unigram baseline has blown up; drawn to scale it would flatten every other line, so
-    # the axis stops at OFF_SCALE above the baseline and such a cell is a triangle on the edge with its value.
-    top = baselines["unigram_val"] + OFF_SCALE
-    clipped = bool((cells["val_loss_max"] > top).any())
-    fig, axes = _panels(len(values), 4.2, 3.3, sharey=True)
-    for ax, value in zip(axes, values):
-        mine = cells[cells[panels] == value]
-        for label, curve in mine.groupby(lines, sort=False):
-            curve = curve.sort_values("lr")
-            line, = ax.plot(curve["lr"], curve["val_loss_mean"].clip(upper=top), marker="o", ms=4, label=label)
-            ax.fill_between(curve["lr"], curve["val_loss_min"].clip(upper=top), curve["val_loss_max"].clip(upper=top),
-                            color=line.get_color(), alpha=0.2, lw=0)
-            for lr, loss in zip(curve["lr"], curve["val_loss_mean"]):
-                if loss > top:
-                    ax.plot([lr], [top], marker="^", ms=8, color=line.get_color(), clip_on=False)
-                    ax.annotate(_compact(loss), (lr, top), textcoords="offset points", xytext=(-6, -12), fontsize=7,
-                                ha="right", color=line.get_color())
-        if clipped:
-            ax.set_ylim(top=top)
-        ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1, label=legend_baseline)
-        ax.set_xscale("log")
-        ax.set_title(mine["group_label"].iloc[0] if panels == "group" else value, fontsize=10)
-        ax.set_xlabel("learning rate", fontsize=8)
-        ax.tick_params(labelsize=8)
-    for ax in axes[::2]:
-        ax.set_ylabel(f"final validation {LOSS_LABEL}", fontsize=8)
-    _shared_legend(fig, axes, "seed mean; band = seed range" + ("; ▲ off the axis, with its value" if clipped else ""))
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
-    return _save(fig, path, dpi=100)
-
-
-def lr_sensitivity_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
-    """Wortsman et al.'s figure: final validation loss against learning rate, one line per variant, one panel
-    per group (e.g. warmup)."""
-    return _lr_lines(cells, baselines, title, path, panels="group", lines="label",
-                     legend_baseline=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
-
-
-def lr_lines_by_variant(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
-    """Wortsman et al.'s figure 1: final validation loss against learning rate, one panel per variant, one line
-    per group (e.g. per width)."""
-    return _lr_lines(cells, baselines, title, path, panels="label", lines="group_label",
-                     legend_baseline=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
-
-
-def sensitivity_by_group(cells: pd.DataFrame, summary: dict[str, dict], name: str, title: str, path: Path) -> Path:
-    """LR sensitivity (reports/maps.json) against the group of cells (e.g. the width), one line per variant,
-    its 95% interval as error bars: Wortsman et al.'s LR sensitivity against model size."""
-    groups = list(dict.fromkeys(cells["group"]))
-    words = dict(zip(cells["group"], cells["group_label"]))
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for (variant, label), _ in cells.groupby(["variant", "label"], sort=False):
-        entries = [summary.get(f"{name}/{variant}/{group}", {}) for group in groups]
-        ax.errorbar(range(len(groups)), [e.get("lr_sensitivity") for e in entries],
-                    yerr=[e.get("lr_sensitivity_ci95", 0) for e in entries], marker="o", capsize=3, label=label)
-    ax.set_xticks(range(len(groups)), [textwrap.fill(words[g], 14) for g in groups], fontsize=8)
-    ax.set(xlabel="group of cells", ylabel="LR sensitivity (nats; lower is more robust)")
-    ax.legend(fontsize=8, title="seed mean, 95% interval", title_fontsize=7)
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
-    return _save(fig, path)
-
-
-def attention_logits(cells: pd.DataFrame, title: str, path: Path) -> Path:
-    """The largest attention logit at the last evaluation (seed mean, log axis) against learning rate, one panel
-    per variant, one line per group: Wortsman et al.'s attention-logit growth, and what qk-layernorm does."""
-    variants = list(dict.fromkeys(cells["label"]))
-    fig, axes = _panels(len(variants), 4.2, 3.3, sharey=True)
-    for ax, label in zip(axes, variants):
-        for group, lines in cells[cells["label"] == label].groupby("group_label", sort=False):
-            lines = lines.sort_values("lr")
-            ax.plot(lines["lr"], lines["attn_logit_max_mean"], marker="o", ms=4, label=group)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(label, fontsize=10)
-        ax.set_xlabel("learning rate", fontsize=8)
-        ax.tick_params(labelsize=8)
-    for ax in axes[::2]:
-        ax.set_ylabel("largest attention logit\n(seed mean, log scale)", fontsize=8)
-    _shared_legend(fig, axes, "")
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
-    return _save(fig, path, dpi=100)
-
-
-def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict]
-                ) -> dict[str, str]:
-    """Map `name`'s figures (reports/figures/<map>_<kind>.png, the kinds its `figures` lists): their paths
-    relative to `reports_dir`, by kind. `summary`: reports/maps.json."""
-    cells = cell_table(map_runs_frame(params, name, metrics))
-    baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
-    draw = {
-        "heatmap": lambda path: map_heatmaps(cells, baselines, f"{name}: final validation loss per cell", path),
-        "lr": lambda path: lr_sensitivity_lines(
-            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023)", path),
-        "lr_by_variant": lambda path: lr_lines_by_variant(
-            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023, fig. 1)",
-            path),
-        "sensitivity": lambda path: sensitivity_by_group(
-            cells, summary, name, f"{name}: LR sensitivity (Wortsman et al. 2023) per group of cells", path),
-        "attention_logits": lambda path: attention_logits(
-            cells, f"{name}: the largest attention logit at the end of training, against learning rate", path),
-    }
-    drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in params.maps[name].figures}
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}

@@ -155,3 +155,45 @@ def train_ahead(runs: list[PlannedRun], corpus, store: RunStore, workers: int, s
             echo(f"{err}; the runs that finished are in the run store, the others start again")
     seconds = time.monotonic() - started
     return Prefetched(distinct, distinct - len(todo), len(results), seconds, busy_fraction(results, seconds, workers))
+
+
+def prefetch_reported(params: Params, targets: tuple[str, ...], workers: int | None, scheduler: str | None,
+                      dry_run: bool, store_dir: Path) -> None:
+    """`blocklab prefetch`: the out-of-date stages' runs trained into the store (or, `dry_run`, counted), said as it
+    goes; a Ctrl-C keeps every finished run and says so."""
+    import os
+
+    import click
+
+    from blocklab.run.data import load_corpus
+    from blocklab.schedule.cluster import connect, scheduler_address
+
+    address = scheduler_address(scheduler)
+    if address:  # before any work: an unreachable scheduler fails within seconds, naming its address
+        client = connect(address)
+        workers = len(client.scheduler_info().get("workers", {}))
+        client.close()
+    else:
+        workers = workers or os.cpu_count() or 1
+    stale = stale_train_stages(targets, echo=click.echo)
+    store = RunStore(store_dir)
+    runs = runs_of_stages(params, stale.stages, RunKeys(ENCODED)) if stale.stages else []
+    click.echo(f"{len(stale.stages)} train and map stages out of date ({stale.up_to_date} up to date"
+               + (f", {len(stale.restorable)} restored from DVC's run cache by dvc repro" if stale.restorable else "")
+               + f"): {len(runs)} runs")
+    if not runs:
+        click.echo("nothing to train: every train and map stage is up to date (or restored by DVC's run cache)")
+        return
+    if dry_run:
+        todo, distinct = missing(runs, store, click.echo), len({run.store_key for run in runs})
+        click.echo(f"{distinct} distinct (the others' settings equal one of them): {distinct - len(todo)} in the run "
+                   f"store, {len(todo)} would train" + "".join(f"\n  {stage.name}" for stage in stale.stages))
+        return
+    try:
+        done = train_ahead(runs, load_corpus(ENCODED), store, workers, address, echo=click.echo)
+    except KeyboardInterrupt:
+        raise click.ClickException(f"interrupted: the run store keeps every run that finished ({store_dir}); "
+                                   f"`blocklab prefetch` again trains the rest") from None
+    where = f"the Dask cluster at {address} ({workers} workers)" if address else f"{workers} local workers"
+    click.echo(f"{done.stored} of {done.distinct} distinct runs were in the run store; {done.trained} trained in "
+               f"{done.seconds:.0f} s on {where}, busy {done.busy:.0%} of the time. Now `dvc repro` copies them.")

@@ -208,3 +208,44 @@ class RunStore:
     def _unwrite(directory: Path, manifest: dict) -> None:
         for name in manifest:
             (directory / name).unlink(missing_ok=True)
+
+
+LEFTOVER_SECONDS = 600  # `blocklab store --prune`: a staging folder this old is no put in progress
+
+
+def store_reported(store_dir: Path, encoded: Path, params_file: str, prune: bool) -> None:
+    """`blocklab store`: what the store holds, how much of it the plan in `params_file` uses with today's code,
+    corpus and torch, and (`prune`) the rest removed."""
+    import click
+
+    from blocklab.run.config import load_params
+    from blocklab.schedule.prefetch import require_encoded
+
+    if not Path(store_dir).is_dir():
+        click.echo(f"{store_dir}: no run store yet, nothing trained here (`make demo` or `make repro` trains into it)")
+        return
+    require_encoded(encoded, "the runs' keys hash the encoded corpus")
+    params = load_params(params_file)
+    runs_store = RunStore(store_dir)
+    keys = RunKeys(encoded)
+    needed = {key for spec in params.specs() + params.map_specs() for key in keys.of(spec).values()}
+    held = runs_store.keys()
+    used, unused = [k for k in held if k in needed], [k for k in held if k not in needed]
+    leftovers = runs_store.leftovers(older_than=LEFTOVER_SECONDS)
+
+    def mb(n: int) -> str:
+        return f"{n / 1e6:,.1f} MB"
+
+    click.echo(f"{store_dir}: {len(held)} entries, {mb(runs_store.size())}\n"
+               f"  used by params.yaml's plan: {len(used)} ({mb(runs_store.size(used))}) of the plan's "
+               f"{len(needed)} distinct runs\n"
+               f"  needed by no current setting: {len(unused)} ({mb(runs_store.size(unused))})"
+               + (f"\n  left by interrupted writes: {len(leftovers)}" if leftovers else ""))
+    if prune:
+        for key in unused:
+            runs_store.remove(key)
+        for path in leftovers:
+            shutil.rmtree(path, ignore_errors=True)
+        click.echo(f"pruned {len(unused)} entries" + (f" and {len(leftovers)} leftovers" if leftovers else ""))
+    elif unused or leftovers:
+        click.echo("`blocklab store --prune` removes them.")
