@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from blocklab.errors import reports_errors
+from blocklab.options import params_option
 from blocklab.run.config import load_params
 from blocklab.run.data import download
 
 
 @click.command()
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def main(out: Path, params_file: str) -> None:
     params = load_params(params_file)

@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from blocklab.errors import reports_errors
+from blocklab.options import params_option
 from blocklab.run.config import load_params
 from blocklab.run.data import encode
 
@@ -12,7 +13,7 @@ from blocklab.run.data import encode
 @click.command()
 @click.argument("text", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def main(text: Path, out_dir: Path, params_file: str) -> None:
     params = load_params(params_file)

@@ -10,6 +10,7 @@ import click
 from blocklab.analysis.maps import map_summary, write_tables
 from blocklab.analysis.report import collect, variant_summary
 from blocklab.errors import reports_errors
+from blocklab.options import params_option
 from blocklab.run.config import load_params
 from blocklab.run.results import write_json
 
@@ -18,7 +19,7 @@ from blocklab.run.results import write_json
 @click.argument("runs_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("baselines_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("reports_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def main(runs_dir: Path, baselines_file: Path, reports_dir: Path, params_file: str) -> None:
     params = load_params(params_file)

@@ -6,13 +6,14 @@ import click
 
 from blocklab.analysis.gradients import gradient_table
 from blocklab.errors import reports_errors
+from blocklab.options import params_option
 from blocklab.run.config import load_params
 from blocklab.run.results import write_json
 
 
 @click.command()
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def main(out: Path, params_file: str) -> None:
     params = load_params(params_file)

@@ -13,13 +13,14 @@ from blocklab.analysis.maps import map_section
 from blocklab.analysis.reference import load_reference
 from blocklab.analysis.report import summary_markdown
 from blocklab.errors import reports_errors
+from blocklab.options import params_option
 from blocklab.run.config import load_params
 
 
 @click.command()
 @click.argument("runs_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("reports_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @click.option("--reference", "reference_file", default="reference.yaml", show_default=True,
               help="Published figures to show beside ours.")
 @click.option("--claims", "claims_file", default="claims.yaml", show_default=True,

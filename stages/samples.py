@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from blocklab.errors import reports_errors
+from blocklab.options import params_option
 from blocklab.run.config import load_params
 from blocklab.run.results import read_metrics, write_json
 from blocklab.tools.sampling import SampleSettings, run_directory, sample_run
@@ -15,7 +16,7 @@ from blocklab.tools.sampling import SampleSettings, run_directory, sample_run
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--ablation", "ablations", multiple=True, required=True, help="Whose variants to sample (repeat).")
 @click.option("--tokens", default=200, show_default=True, help="Characters per sample.")
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @reports_errors
 def main(runs_dir: Path, out: Path, ablations: tuple[str, ...], tokens: int, params_file: str) -> None:
     params = load_params(params_file)

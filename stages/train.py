@@ -10,11 +10,13 @@ from pathlib import Path
 import click
 
 from blocklab.errors import reports_errors
+from blocklab.options import params_option
 from blocklab.run.config import load_params
 from blocklab.run.data import load_corpus
 from blocklab.schedule.cluster import scheduler_address
 from blocklab.schedule.plan import planned_runs, stage_runs
-from blocklab.schedule.run_store import STORE_DIR, RunKeys, RunStore
+from blocklab.schedule.run_store import RunKeys, RunStore
+from blocklab.schedule.stages import STORE_DIR
 
 
 @click.command()
@@ -22,7 +24,7 @@ from blocklab.schedule.run_store import STORE_DIR, RunKeys, RunStore
 @click.option("--variant", required=True, help="Variant name (<ablations|maps>.<name>.variants.<variant>).")
 @click.argument("encoded", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--params", "params_file", default="params.yaml", show_default=True, help="Parameters file.")
+@params_option
 @click.option("--checkpoints", "checkpoint_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where long runs keep checkpoints to resume from (outside DVC's outputs, which DVC "
                    "removes before a stage runs).")

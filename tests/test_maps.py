@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from blocklab.cli import main
 from blocklab.run.config import ParamsError, parse_params
 from blocklab.analysis.maps import (
-    cell_table, group_name, group_words, lr_groups, lr_sensitivity, map_summary, runs_frame, seed_max_trainable_lr,
+    cell_table, group_name, group_words, lr_groups, lr_sensitivity, map_runs_frame, map_summary, seed_max_trainable_lr,
     seed_sensitivities,
 )
 
@@ -194,7 +194,7 @@ def test_per_seed_quantities_pair_by_seed():
 
 def test_the_cell_table_counts_collapsed_and_diverged_seeds_per_cell():
     params = parse_params(a_map())
-    cells = cell_table(runs_frame(params, "m", {"runs": made_up_runs(params, fragile_post)}))
+    cells = cell_table(map_runs_frame(params, "m", {"runs": made_up_runs(params, fragile_post)}))
     assert len(cells) == 12
     top = cells[(cells["variant"] == "post") & (cells["cell"] == "lr0.1_w0")].iloc[0]
     assert (top["collapsed"], top["blown_up"], top["diverged"], top["trained"], top["seeds"]) == (1, 1, 1, 0, 2)
@@ -361,7 +361,7 @@ def test_the_heatmaps_scale_is_set_by_the_cells_that_trained_and_failed_cells_ar
     metrics = {"runs": runs, "baselines": {"unigram_val": 3.35, "unigram": 3.3, "uniform": 4.17}}
     figures = []
     monkeypatch.setattr(map_plots, "save_figure", lambda fig, path, **_: figures.append(fig) or path)
-    cells = cell_table(runs_frame(params, "m", metrics))
+    cells = cell_table(map_runs_frame(params, "m", metrics))
     map_plots.map_heatmaps(cells, metrics["baselines"], "m", tmp_path / "heatmap.png")
     (fig,) = figures
     panels = [ax for ax in fig.axes if ax.images]

@@ -8,13 +8,11 @@ from pathlib import Path
 import click
 
 from blocklab.errors import reports_errors
+from blocklab.options import params_option
+from blocklab.schedule.stages import ENCODED, RUNS_DIR, STORE_DIR
 from blocklab.run.config import load_params
 
 
-
-# Every command that reads the plan takes it from the same option.
-params_option = click.option("--params", "params_file", default="params.yaml", show_default=True,
-                             type=click.Path(dir_okay=False), help="The experiment plan (params.yaml's format).")
 
 # How `blocklab --help` groups the commands: what a user runs, then what a developer of blocklab runs.
 SECTIONS = {"Try it": ["demo"],
@@ -90,7 +88,7 @@ def show_params(params_file: str) -> None:
               help="A Dask scheduler (tcp://host:8786) to train on instead of the local workers "
                    "[default: $BLOCKLAB_DASK_SCHEDULER, else the local workers].")
 @click.option("--dry-run", is_flag=True, help="Only say which stages are out of date and how many runs would train.")
-@click.option("--store", "store_dir", default="data/run_store", show_default=True,
+@click.option("--store", "store_dir", default=str(STORE_DIR), show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.schedule.run_store).")
 @params_option
 @reports_errors
@@ -113,9 +111,9 @@ def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | Non
 @main.command(short_help="What the run store holds and the plan uses; --prune the rest.")
 @click.option("--prune", is_flag=True, help="Remove the entries no run of params.yaml needs with today's code, "
                                             "corpus and torch, and what interrupted writes left.")
-@click.option("--store", "store_dir", default="data/run_store", show_default=True,
+@click.option("--store", "store_dir", default=str(STORE_DIR), show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="The run store (blocklab.schedule.run_store).")
-@click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--encoded", default=str(ENCODED), show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="The encoded corpus the plan's runs train on.")
 @params_option
 @reports_errors
@@ -131,7 +129,7 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
 @main.command(short_help="The trainer against the lesson's loop; the pipeline's costs.")
 @click.option("--ablation", default="norm_order", show_default=True, help="Whose runs to benchmark.")
 @click.option("--steps", type=int, default=None, help="Override the steps of every run (shorter benchmark).")
-@click.option("--encoded", default="data/encoded", show_default=True, type=click.Path(file_okay=False),
+@click.option("--encoded", default=str(ENCODED), show_default=True, type=click.Path(file_okay=False),
               help="Encoded corpus (made by `dvc repro encode`), for the trainer comparison and --plan-against.")
 @click.option("--trainer/--no-trainer", default=True, show_default=True,
               help="Compare the trainer with the lesson's plain loop (--no-trainer: only what the flags below ask).")
@@ -248,7 +246,7 @@ def docs(check_only: bool, walkthrough: bool) -> None:
 @click.option("--top-k", default=200, show_default=True, type=int, help="Sample among the k likeliest characters.")
 @click.option("--seed", default=1337, show_default=True, type=int, help="Seed of the sampling generator.")
 @click.option("--num-samples", default=1, show_default=True, type=int, help="How many samples.")
-@click.option("--runs", "runs_dir", default="data/runs", show_default=True, type=click.Path(file_okay=False),
+@click.option("--runs", "runs_dir", default=str(RUNS_DIR), show_default=True, type=click.Path(file_okay=False),
               help="Trained runs (DVC outputs).")
 @params_option
 @reports_errors
@@ -275,7 +273,7 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
               type=click.Path(dir_okay=False), help="Metrics written by the `evaluate` stage.")
 @click.option("--gradients", "gradients_file", default="reports/gradients.json", show_default=True,
               type=click.Path(dir_okay=False), help="Written by the `gradients` stage.")
-@click.option("--runs", "runs_dir", default="data/runs", show_default=True, type=click.Path(file_okay=False),
+@click.option("--runs", "runs_dir", default=str(RUNS_DIR), show_default=True, type=click.Path(file_okay=False),
               help="Trained runs, whose curves window(...) and at(...) read.")
 @click.option("--reference", "reference_file", default="reference.yaml", show_default=True,
               type=click.Path(dir_okay=False), help="The published figures, with the corpus each was published on.")
@@ -366,7 +364,7 @@ def diff(a: str, b: str | None, markdown: bool, fail_on_change: bool) -> None:
 
 
 @main.command(short_help="Log every trained run to MLflow (the pipeline's last stage).")
-@click.option("--runs", "runs_dir", default="data/runs", show_default=True,
+@click.option("--runs", "runs_dir", default=str(RUNS_DIR), show_default=True,
               type=click.Path(exists=True, file_okay=False), help="Trained runs (DVC outputs).")
 @click.option("--reports", "reports_dir", default="reports", show_default=True,
               type=click.Path(exists=True, file_okay=False), help="Where metrics.json and figures/ are.")

@@ -10,8 +10,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from blocklab.analysis.maps import cell_table
-from blocklab.analysis.maps import runs_frame as map_runs_frame
+from blocklab.analysis.maps import cell_table, map_runs_frame
 from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plt, save_figure
 from blocklab.analysis.report import BLOWN_UP_MARGIN
 from blocklab.run.config import Params

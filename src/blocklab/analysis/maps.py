@@ -120,7 +120,7 @@ def seed_max_trainable_lr(runs: dict, cells: list[tuple[float, str]]) -> dict[in
     return {seed: max((lr for lr, c in by_cell if trains(c[seed])), default=None) for seed in seeds}
 
 
-def runs_frame(params: Params, name: str, metrics: dict) -> pd.DataFrame:
+def map_runs_frame(params: Params, name: str, metrics: dict) -> pd.DataFrame:
     """One row per run of map `name`: its variant, cell, group, axis values and final figures."""
     axes = params.maps[name].axes.grid()
     rows = []
@@ -171,7 +171,7 @@ def map_summary(params: Params, metrics: dict, tables: dict[str, pd.DataFrame] |
     LR sensitivity with its 95% half-width, the best learning rate, and the smallest and largest learning
     rate at which no seed collapses or blows up (absent when there is none). `tables`: each map's
     `cell_table`, if already made (`write_tables` returns them)."""
-    tables = tables or {name: cell_table(runs_frame(params, name, metrics)) for name in params.maps}
+    tables = tables or {name: cell_table(map_runs_frame(params, name, metrics)) for name in params.maps}
     indexed = {name: table.set_index(["variant", "cell"]) for name, table in tables.items()}
     summary = {}
     for variant, groups in lr_groups(params).items():
@@ -218,7 +218,7 @@ def write_tables(params: Params, metrics: dict, out_dir: Path) -> dict[str, pd.D
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = {}
     for name in params.maps:
-        cells = tables[name] = cell_table(runs_frame(params, name, metrics))
+        cells = tables[name] = cell_table(map_runs_frame(params, name, metrics))
         cells.to_csv(out_dir / f"{name}_cells.csv", index=False, lineterminator="\n")
         if LR_FIELD in params.maps[name].axes.train:
             lr_plot_table(cells).to_csv(out_dir / f"{name}_lr.csv", index=False, lineterminator="\n")

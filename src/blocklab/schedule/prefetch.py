@@ -23,8 +23,8 @@ from blocklab.errors import BlocklabError
 from blocklab.run.config import Params
 from blocklab.schedule.plan import PlannedRun, missing, planned_runs
 from blocklab.schedule.run_store import RunKeys, RunStore
+from blocklab.schedule.stages import ENCODED, TrainStage, train_stage
 
-ENCODED = Path("data/encoded")
 
 
 def require_encoded(encoded: str | Path, why: str) -> None:
@@ -32,27 +32,10 @@ def require_encoded(encoded: str | Path, why: str) -> None:
     whose options need no corpus runs without one)."""
     if not Path(encoded).is_dir():
         raise BlocklabError(f"{encoded} does not exist: {why}; run `dvc repro encode` first")
+
+
 CHECKPOINTS = Path("data/checkpoints")
 POOL_RESTARTS = 3  # how often a local pool whose worker died starts again with the runs not yet back
-TRAIN_PREFIXES = ("train_", "map_")
-
-
-@dataclass(frozen=True)
-class TrainStage:
-    """A train or map stage of dvc.yaml: its DVC name and the ablation (or map) and variant it trains."""
-
-    name: str
-    ablation: str
-    variant: str
-
-
-def train_stage(name: str) -> TrainStage | None:
-    """`train_norm_order@post` -> (norm_order, post); None for a stage that trains nothing."""
-    prefix = next((p for p in TRAIN_PREFIXES if name.startswith(p)), None)
-    if prefix is None or "@" not in name:
-        return None
-    ablation, variant = name[len(prefix):].split("@", 1)
-    return TrainStage(name, ablation, variant)
 
 
 @dataclass

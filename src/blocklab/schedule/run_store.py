@@ -37,8 +37,9 @@ from pathlib import Path
 
 import blocklab.run
 from blocklab.run.config import RunSpec
+from blocklab.schedule.stages import STORE_DIR
 
-STORE_DIR = Path("data/run_store")
+
 ORIGIN_FILE = "origin.json"
 MANIFEST_FILE = "manifest.json"
 STAGING_PREFIX = ".incoming-"  # a put in progress, or one a killed process left: never read, pruned

@@ -20,11 +20,11 @@ from typing import Callable
 import click
 
 from blocklab.errors import BlocklabError
+from blocklab.schedule.stages import RUNS_DIR as RUNS, stage_name
 
 ABLATIONS = ("norm_order", "residual")
-STAGES = tuple(f"train_{name}" for name in ABLATIONS)
+STAGES = tuple(stage_name(name) for name in ABLATIONS)
 OUT = Path("data/demo")
-RUNS = Path("data/runs")
 SAMPLED = {"norm_order/post": "post-norm at lr 1e-2, collapsed", "norm_order/pre": "pre-norm at lr 1e-2, healthy"}
 SAMPLE_CHARACTERS = 160
 

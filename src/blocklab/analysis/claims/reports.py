@@ -13,6 +13,7 @@ from blocklab.analysis.intervals import Seeds
 from blocklab.analysis.maps import seed_best_lr, seed_max_trainable_lr, seed_sensitivities
 from blocklab.analysis.reference import comparable
 from blocklab.errors import BlocklabError
+from blocklab.schedule.stages import stage_name
 
 LOSS = "train_loss_last25"
 NOT_RUN = "not run yet"
@@ -178,5 +179,5 @@ _NOT_IN_METRICS = "not in the metrics (made by `dvc repro`'s evaluate stage from
 def planned_runs(params) -> dict[str, str]:
     """{run key: the DVC stages that train it (`train_<ablation>`, `map_<map>`: every variant's)} for every run of
     params.yaml (blocklab.run.config.Params)."""
-    return {spec.key(seed): f"{'map' if spec.ablation in params.maps else 'train'}_{spec.ablation}"
+    return {spec.key(seed): stage_name(spec.ablation, is_map=spec.ablation in params.maps)
             for spec in params.specs() + params.map_specs() for seed in spec.seeds}

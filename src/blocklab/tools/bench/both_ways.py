@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from blocklab.run.config import load_params
+from blocklab.schedule.stages import stage_name
 
 
 # --- the default plan from a cold store: stage by stage against all at once ----------------------------
@@ -128,7 +129,7 @@ def shown_per_run(ablation: str, params_file: str, dask_workers: int, reference:
     """The ablation's train stages from a fresh clone both ways, per run against the lesson's loop."""
     variants = load_params(params_file).ablations[ablation].variants
     echo(f"\n{ablation}'s runs through DVC from a fresh clone, both ways")
-    both = shown(tuple(f"train_{ablation}@{v}" for v in variants), dask_workers, echo)
+    both = shown(tuple(stage_name(ablation, v) for v in variants), dask_workers, echo)
     runs = both["stage_by_stage"]["runs"]
     per_run = {"reference_loop": reference["seconds"] / runs,
                **{way: both[way]["wall_seconds"] / runs for way in ("stage_by_stage", "prefetch")}}

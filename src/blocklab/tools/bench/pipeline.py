@@ -34,7 +34,7 @@ def pipeline_overhead(timings_file: Path, echo=print) -> dict:
     emptied first, so that every run trains rather than being copied."""
     import shutil
 
-    from blocklab.schedule.run_store import STORE_DIR
+    from blocklab.schedule.stages import STORE_DIR
 
     shutil.rmtree(STORE_DIR, ignore_errors=True)
     started = time.perf_counter()

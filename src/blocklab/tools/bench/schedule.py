@@ -10,6 +10,7 @@ import click
 
 from blocklab.errors import BlocklabError
 from blocklab.run.config import Params, load_params
+from blocklab.schedule.stages import stage_name
 
 
 # --- the whole plan at once against stage by stage, on a cluster of any size -------------------------
@@ -19,7 +20,7 @@ def plan_stage_times(params: Params, timings: dict) -> dict[str, list[float]]:
     a run copied from another stage's (`reused_from`) costs nothing."""
     stages: dict[str, list[float]] = {}
     for spec in params.specs() + params.map_specs():
-        stage = f"{'map' if spec.cell else 'train'}_{spec.ablation}@{spec.variant}"
+        stage = stage_name(spec.ablation, spec.variant, is_map=bool(spec.cell))
         for seed in spec.seeds:
             timing = timings.get(spec.key(seed))
             if timing is not None and "reused_from" not in timing:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from blocklab.run.config import RunSpec
 from blocklab.run.results import read_curve, read_metrics, read_timing
+from blocklab.schedule.stages import stage_name
 
 
 SEED_STATISTICS = ("train_loss_last25", "val_loss", "max_grad_norm")  # a parent run's <name>_mean and <name>_std
@@ -88,7 +89,7 @@ def curve_metrics(curve: pd.DataFrame, start_ms: int | None, end_ms: int | None)
 
 def run_tags(spec: RunSpec, key: str) -> dict[str, str]:
     tags = {RUN_KEY_TAG: key, "blocklab.ablation": spec.ablation, "blocklab.variant": spec.variant,
-            "dvc.stage": f"{'map' if spec.cell else 'train'}_{spec.ablation}@{spec.variant}"}
+            "dvc.stage": stage_name(spec.ablation, spec.variant, is_map=bool(spec.cell))}
     if spec.cell:
         tags["blocklab.cell"] = spec.cell
     if commit := _git_commit():
