@@ -56,3 +56,11 @@ def test_every_readme_command_runs_on_a_small_pipeline_and_exits_0(reproduced_pr
             assert result.stdout.startswith("blocklab diff HEAD -> workspace: "), result.stdout
         if words[:3] == ["dvc", "exp", "run"]:
             assert "Ran experiment(s)" in result.stdout
+
+
+def test_the_readmes_map_of_the_package_names_every_wing_and_nothing_else():
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("\n## The code\n", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `(\w+)/` \|", table, re.M))
+    wings = {p.parent.name for p in (ROOT / "src/blocklab").glob("*/__init__.py")}
+    assert listed == wings
