@@ -3,6 +3,7 @@ command with users' and developers' commands apart, one --params option everywhe
 what they need on a fresh clone instead of failing."""
 
 from importlib.metadata import version
+from pathlib import Path
 
 import click
 from click.testing import CliRunner
@@ -43,3 +44,28 @@ def test_store_on_a_fresh_clone_says_there_is_no_store_yet(tmp_path, monkeypatch
     result = CliRunner().invoke(main, ["store"])
     assert result.exit_code == 0, result.output
     assert "no run store yet" in result.output and "make demo" in result.output
+
+
+def test_a_fresh_clone_compares_commits_checks_and_says_what_sampling_needs(tmp_path):
+    """Before any run, in a clone: `blocklab diff` compares the workspace (its committed reports) with HEAD, and
+    `blocklab sample` says what to run; neither fails for want of data/."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    blocklab = str(Path(sys.executable).with_name("blocklab"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+
+    def run(*args):
+        return subprocess.run([blocklab, *args], cwd=clone, capture_output=True, text=True, env=env, timeout=300)
+
+    diff = run("diff")
+    assert diff.returncode == 0, diff.stderr
+    assert diff.stdout.startswith("blocklab diff HEAD -> workspace: 0 claims changed verdict")
+    sample = run("sample", "norm_order/pre")
+    assert sample.returncode == 1 and "is not trained yet" in sample.stderr and "dvc repro train_norm_order@pre" in sample.stderr
+    assert "no run store yet" in run("store").stdout
