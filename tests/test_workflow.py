@@ -128,7 +128,7 @@ def test_the_gate_finds_committed_results_that_are_not_the_commits(tmp_path):
     training.write_text(source + "# changed\n")
     changed = gate()
     assert changed.returncode == 1
-    assert "train_norm_order@pre: changed deps src/blocklab/run/training.py modified" in changed.stderr
+    assert "train_norm_order@pre: changed deps src/blocklab/run modified" in changed.stderr
     assert "Run `make repro` and commit dvc.lock and reports/" in changed.stderr
     training.write_text(source)
     params = project.params
@@ -136,8 +136,15 @@ def test_the_gate_finds_committed_results_that_are_not_the_commits(tmp_path):
     project.params = params
     changed = gate()
     assert changed.returncode == 1 and "params.yaml ablations.warmup.train modified" in changed.stderr
-    (project.root / "src/blocklab/run/optimizer.py").unlink()  # a source file no stage makes
-    assert "src/blocklab/run/optimizer.py deleted" in gate().stderr
+    params["ablations"]["warmup"]["train"]["lr"] = 0.01
+    project.params = params
+    optimizer = project.root / "src/blocklab/run/optimizer.py"
+    kept = optimizer.read_bytes()
+    optimizer.unlink()  # a source file no stage makes, in a folder dependency
+    assert "src/blocklab/run modified" in gate().stderr
+    optimizer.write_bytes(kept)
+    (project.root / "stages/report.py").unlink()  # a file dependency
+    assert "stages/report.py deleted" in gate().stderr
 
 
 def test_the_readme_test_command_is_what_ci_runs():
