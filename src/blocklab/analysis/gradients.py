@@ -8,7 +8,9 @@ import torch
 import torch.nn as nn
 
 from blocklab.run.settings import ModelConfig
+from blocklab.run.cell import THREADS
 from blocklab.run.model import Block
+from blocklab.run.threads import torch_threads
 
 
 def input_gradient_norm(cfg: ModelConfig, depth: int, shape: tuple[int, int] = (4, 16), seed: int = 0) -> float:
@@ -23,9 +25,10 @@ def input_gradient_norm(cfg: ModelConfig, depth: int, shape: tuple[int, int] = (
 def gradient_table(base: ModelConfig, depths: list[int], norms: list[str], seed: int = 0) -> dict:
     """`{"<norm>/<with|without>": {"<depth>": norm}}` for every norm placement, with and without residuals."""
     table = {}
-    for norm in norms:
-        for residual in (True, False):
-            cfg = replace(base, norm=norm, residual=residual)
-            key = f"{norm}/{'with' if residual else 'without'}"
-            table[key] = {str(d): input_gradient_norm(cfg, d, seed=seed) for d in depths}
+    with torch_threads(THREADS):  # one thread, as every run: the sums round the same on every machine
+        for norm in norms:
+            for residual in (True, False):
+                cfg = replace(base, norm=norm, residual=residual)
+                key = f"{norm}/{'with' if residual else 'without'}"
+                table[key] = {str(d): input_gradient_norm(cfg, d, seed=seed) for d in depths}
     return table

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
+from blocklab.run.numerics import check_pinned
 from blocklab.run.results import RunResult
 from blocklab.run.threads import torch_threads
 from blocklab.run.training import resolve_device, train_run
@@ -32,17 +33,20 @@ class Job:
     train: TrainConfig
     seed: int
     checkpoint: Path | None = None  # where a long run keeps its checkpoint (None: it keeps none)
+    family: str | None = None  # the numeric family its run key was made for (None: any pinned process's)
 
 
 def run_cell(job: Job, corpus: Corpus, progress: bool = False, position: int = 0,
              on_step: Callable[[int], None] | None = None) -> RunResult:
     """The cell runner: one run from its resolved settings and the corpus to its results, on the CPU at one
-    thread (see the module's docstring), on a GPU as the GPU rounds. What any executor calls: this module's
+    thread (see the module's docstring) on the pinned numeric path (refused on any other:
+    `blocklab.run.numerics`), on a GPU as the GPU rounds. What any executor calls: this module's
     local workers, or another machine's."""
     run = dict(model_cfg=job.model, train_cfg=job.train, seed=job.seed, train=corpus.train, val=corpus.val,
                vocab_size=corpus.vocab_size, progress=job.key if progress else None, position=position,
                checkpoint=job.checkpoint, on_step=on_step)
     if resolve_device(job.train.device).type != "cpu":
         return train_run(**run)
+    check_pinned(job.family)
     with torch_threads(THREADS):
         return train_run(**run)

@@ -15,6 +15,7 @@ A map's runs lie one folder deeper, by cell: <runs>/<map>/<variant>/<cell>/seed<
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -42,6 +43,17 @@ class RunResult:
     started_at: float = 0.0  # wall-clock time (time.time()) when its training started and ended
     ended_at: float = 0.0
     cell_seconds: float = 0.0  # its wall time in `blocklab.schedule.pool`, set up and results included (set there)
+
+
+def weights_digest(weights: dict) -> str:
+    """sha256 of a state dict's tensors, name by name in name order (with each one's shape and dtype): equal
+    bits, equal digest. What `reports/weights.json`, `blocklab fingerprint` and `blocklab audit` compare."""
+    digest = hashlib.sha256()
+    for name in sorted(weights):
+        tensor = weights[name].detach().cpu().contiguous()
+        digest.update(f"{name}\0{tuple(tensor.shape)}\0{tensor.dtype}\0".encode())
+        digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()
 
 
 def finite_or_none(value: float) -> float | None:

@@ -49,6 +49,7 @@ class PlannedRun:
     seed: int
     store_key: str
     checkpoint: Path | None = None
+    family: str | None = None  # the numeric family its key was made for
 
     @property
     def key(self) -> str:
@@ -58,7 +59,7 @@ class PlannedRun:
     def job(self) -> Job:
         from blocklab.run.cell import Job
 
-        return Job(self.key, self.spec.model.canonical(), self.spec.train, self.seed, self.checkpoint)
+        return Job(self.key, self.spec.model.canonical(), self.spec.train, self.seed, self.checkpoint, self.family)
 
 
 def checkpoint_path(spec: RunSpec, seed: int, variant_dir: Path) -> Path:
@@ -70,7 +71,7 @@ def planned_runs(specs: Sequence[RunSpec], keys: RunKeys, checkpoint_dir: Callab
                  ) -> list[PlannedRun]:
     """Every seed of `specs`, keyed; `checkpoint_dir(spec)` is the folder of its variant's checkpoints."""
     return [PlannedRun(spec, seed, key, None if checkpoint_dir is None else
-                       checkpoint_path(spec, seed, checkpoint_dir(spec)))
+                       checkpoint_path(spec, seed, checkpoint_dir(spec)), keys.family)
             for spec in specs for seed, key in keys.of(spec).items()]
 
 

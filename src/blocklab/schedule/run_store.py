@@ -9,8 +9,9 @@ instead of training (`blocklab.schedule.plan`).
 
 The key hashes everything a run's results depend on: its resolved model and training settings (in their
 canonical spelling: two settings that build the same computation share a key), its seed, the encoded corpus,
-the torch version, and the source of the package that trains it and writes its files, `blocklab.run` (every
-file of it, whatever process computes the key). A change to any of them
+the torch version, the source of the package that trains it and writes its files, `blocklab.run` (every
+file of it, whatever process computes the key), and the numeric path: the pins and the family of CPU the
+keying machine computes in (`blocklab.run.numerics`; a worker of another family refuses the run). A change to any of them
 trains afresh, so a stale copy is never used; `blocklab store --prune` removes what no setting of the
 current plan needs. The store lies outside DVC's outputs and is never committed.
 
@@ -37,6 +38,7 @@ from pathlib import Path
 
 import blocklab.run
 from blocklab.run.config import RunSpec
+from blocklab.run.numerics import PINS, vendor_family
 from blocklab.schedule.stages import STORE_DIR
 
 
@@ -74,8 +76,9 @@ class RunKeys:
 
     def __init__(self, encoded: Path):
         # torch's installed version, read without importing torch (2-3 s), the same string as torch.__version__
+        self.family = vendor_family()
         self.shared = {"corpus": corpus_digest(encoded), "torch": importlib.metadata.version("torch"),
-                       "code": code_digest()}
+                       "code": code_digest(), "numerics": {"pins": PINS, "family": self.family}}
 
     def of(self, spec: RunSpec) -> dict[int, str]:
         """Each of `spec`'s seeds' key (names and labels do not enter it: equal settings, equal key)."""

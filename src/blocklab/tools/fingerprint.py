@@ -1,0 +1,89 @@
+"""Does this machine compute blocklab's bits? A few short runs, their weights' digests, and the committed ones.
+
+The runs exercise every kind of kernel the plan's runs use (LayerNorm and RMSNorm, GELU, ReLU and SwiGLU,
+attention with and without a norm on its queries and keys, post-norm, pre-norm and ReZero, muP's scaled
+products, z-loss, AdamW) on a corpus that needs no download: a fixed sequence of tokens, the same everywhere.
+`reports/fingerprint.json` holds their digests as the committed results' machine computed them (the DVC stage
+`fingerprint`); `blocklab fingerprint` trains them again here and compares.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from blocklab.run.settings import ModelConfig, TrainConfig
+
+FINGERPRINT_FILE = Path("reports/fingerprint.json")
+VOCAB = 65
+STEPS = 30
+
+# name -> (model, training): short runs that between them use every kernel of the plan's runs
+RUNS = {
+    "post-norm, GELU, LayerNorm (table A)": (ModelConfig(norm="post"), TrainConfig(steps=STEPS, lr=1e-2)),
+    "pre-norm, RMSNorm, SwiGLU, qk-RMSNorm, z-loss": (
+        ModelConfig(norm_type="rmsnorm", ffn="swiglu", activation="silu", qk_norm="rmsnorm", n_layers=2),
+        TrainConfig(steps=STEPS, lr=3e-3, warmup=10, z_loss=1e-4)),
+    "ReZero, ReLU, no norm": (ModelConfig(residual="rezero", norm_type="none", activation="relu", n_layers=4),
+                              TrainConfig(steps=STEPS, lr=1e-2)),
+    "muP at width 128, qk-layernorm, DeepNorm": (
+        ModelConfig(d_model=128, n_layers=2, parametrization="mup", base_width=64, qk_norm="layernorm",
+                    norm="post", residual="deepnorm"),
+        TrainConfig(steps=STEPS, lr=1e-2, warmup=5)),
+}
+
+
+def corpus():
+    """A fixed token sequence (no download, no random generator): training and validation tokens."""
+    import torch
+
+    n = 40_000
+    i = torch.arange(n, dtype=torch.int64)
+    tokens = (i * 31 + (i * i) // 7 + (i // 97) * 13) % VOCAB
+    return tokens[: n * 9 // 10], tokens[n * 9 // 10:]
+
+
+def digests(echo=None) -> dict[str, dict]:
+    """Train every fingerprint run here (one thread, on the pinned path) and return each one's weights digest
+    and last training loss."""
+    from blocklab.run.cell import THREADS
+    from blocklab.run.numerics import check_pinned
+    from blocklab.run.results import weights_digest
+    from blocklab.run.threads import torch_threads
+    from blocklab.run.training import train_run
+
+    check_pinned()
+    train, val = corpus()
+    out = {}
+    with torch_threads(THREADS):
+        for name, (model, train_cfg) in RUNS.items():
+            result = train_run(model.canonical(), train_cfg, 0, train, val, VOCAB)
+            out[name] = {"weights": weights_digest(result.weights), "loss": result.curve[-1]["loss"]}
+            if echo:
+                echo(f"  {out[name]['weights'][:16]}  {name}")
+    return out
+
+
+def recorded(runs: dict[str, dict]) -> dict:
+    """What the committed file holds: the family and versions the bits belong to, and the digests. Nothing that
+    names the machine: another machine of the family writes the same bytes."""
+    from blocklab.run.numerics import PINS, numeric_path
+
+    path = numeric_path()
+    return {"family": path["family"], "pins": PINS, "torch": path["torch"], "mkl": path["mkl_version"],
+            "runs": {name: run["weights"] for name, run in runs.items()}}
+
+
+def first_difference(here: dict, committed: dict) -> str | None:
+    """The first way `here` differs from `committed` (None: the same bits)."""
+    for key in ("family", "torch", "mkl", "pins"):
+        if here[key] != committed.get(key):
+            return f"{key}: this machine has {here[key]!r}, the committed results {committed.get(key)!r}"
+    for name, digest in committed["runs"].items():
+        if here["runs"].get(name) != digest:
+            return f"run '{name}': weights {str(here['runs'].get(name))[:16]} here, {digest[:16]} committed"
+    return None
+
+
+def read_committed(path: Path = FINGERPRINT_FILE) -> dict:
+    return json.loads(Path(path).read_text())
