@@ -106,7 +106,8 @@ def test_the_workflow_reproduces_everything_and_blocklabs_own_ci_runs_the_gate()
     assert any(c.startswith('.venv/bin/blocklab diff "$BLOCKLAB_DIFF_BASE" --markdown') for c in reproduce)
     gate = _commands("gate")
     assert [c for c in gate if c.startswith(("make ", ".venv/"))] == [
-        'make install "$@"', ".venv/bin/python .ci/results_current.py", 'make test "$@"']
+        'make install "$@"', ".venv/bin/python .ci/results_current.py", ".venv/bin/dvc repro encode",
+        ".venv/bin/blocklab audit --other-family skip", 'make test "$@"']
     for path in ("run", "reproduce", "gate"):
         subprocess.run(["bash", "-n", str(ROOT / ".ci" / path)], check=True)
 

@@ -18,6 +18,7 @@ from blocklab.run.config import load_params
 SECTIONS = {"Try it": ["demo"],
             "Run the plan": ["prefetch", "params", "store"],
             "Look at the results": ["check", "diff", "sample", "track", "ui"],
+            "Check the bits": ["fingerprint", "audit"],
             "For blocklab's developers": ["bench", "docs"]}
 
 
@@ -160,12 +161,15 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
 @click.option("--dask-workers", type=int, default=0, show_default=True,
               help="With --make-repro or --through-dvc: train both ways on a local Dask cluster of this many one-thread "
                    "workers.")
+@click.option("--numerics", is_flag=True,
+              help="Also time one run of the ablation (its first variant, seed 0) on every numeric path - unpinned, "
+                   "each pin alone, blocklab's pins, MKL's COMPATIBLE branch - in fresh processes, 3 times each.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 @params_option
 @reports_errors
 def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, rounding: bool, pipeline: bool,
           queue: bool, old_params: str | None, plan_schedule: bool, workers: str, time_left: bool, through_dvc: bool,
-          make_repro: bool, dask_workers: int, json_out: str | None, params_file: str) -> None:
+          make_repro: bool, dask_workers: int, numerics: bool, json_out: str | None, params_file: str) -> None:
     """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s, and the
     ceiling on the ratio for bitwise-equal results (one step's kernels at one thread, by kind); with
     --rounding, --pipeline and --queue, how far rounding alone moves results, the pipeline's overhead and a
@@ -176,6 +180,7 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
     import json
 
     from blocklab.tools.bench import both_ways as both_ways_bench
+    from blocklab.tools.bench import numerics as numerics_bench
     from blocklab.tools.bench import pipeline as pipeline_bench
     from blocklab.tools.bench import queue as queue_bench
     from blocklab.tools.bench import schedule as schedule_bench
@@ -203,6 +208,9 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
         figures["time_left"] = time_left_bench.shown(params_file)
     if through_dvc:
         figures["through_dvc"] = both_ways_bench.shown_per_run(ablation, params_file, dask_workers, figures["reference"])
+    if numerics:
+        variant = next(iter(load_params(params_file).ablations[ablation].variants))
+        figures["numerics"] = numerics_bench.shown(ablation, variant, 0, steps, encoded, params_file, repeats=3)
     if make_repro:
         click.echo("\nthe whole default plan from nothing, both ways")
         figures["make_repro"] = both_ways_bench.shown((), dask_workers)
@@ -361,6 +369,56 @@ def diff(a: str, b: str | None, markdown: bool, fail_on_change: bool) -> None:
     click.echo(as_markdown(result) if markdown else as_text(result), nl=not markdown)
     if fail_on_change and result.changed:
         raise SystemExit(1)
+
+
+@main.command(short_help="Whether this machine computes the committed bits (~15 s).")
+@click.option("--committed", default="reports/fingerprint.json", show_default=True,
+              type=click.Path(dir_okay=False), help="The digests committed with the results.")
+@reports_errors
+def fingerprint(committed: str) -> None:
+    """Print this machine's numeric family (the CPU, what ATen, MKL and oneDNN compute with, the pins, torch's
+    and MKL's versions), train four short runs that use every kind of kernel the plan's runs use (on a fixed
+    corpus: no download), print each one's weights digest, and compare them with the digests committed with
+    the results.
+
+    Exit status: 0 when this machine computes the committed bits; 1 when not, naming the first difference
+    (another numeric family - an ARM Mac, a CPU of another vendor than the results' - says so)."""
+    from blocklab.tools.fingerprint import reported
+
+    raise SystemExit(reported(Path(committed), click.echo))
+
+
+@main.command(short_help="Retrain committed runs from nothing; compare bit for bit.")
+@click.option("--runs", "run_keys", multiple=True, metavar="RUN",
+              help="A run key to audit, e.g. norm_order/post/seed1 (repeat the option for more).")
+@click.option("--sample", "sample_size", type=int, default=None, metavar="N",
+              help="Audit N runs chosen from HEAD's commit: one of every ablation and map first, each one of the "
+                   "cheaper of its runs (default without --runs: one per ablation and map).")
+@click.option("--encoded", default=str(ENCODED), show_default=True, type=click.Path(file_okay=False),
+              help="Encoded corpus (`dvc repro encode`).")
+@click.option("--other-family", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+              help="On a machine of another numeric family than the committed results': exit 1, or 0 (CI's gate).")
+@params_option
+@reports_errors
+def audit(run_keys: tuple[str, ...], sample_size: int | None, encoded: str, other_family: str,
+          params_file: str) -> None:
+    """Retrain committed runs from scratch (no run store, no checkpoint) and compare each with what the
+    commit records of it: every figure in reports/metrics.json, exactly, and its weights' digest in
+    reports/weights.json. Different commits sample different runs.
+
+    \b
+    blocklab audit                               one run of every ablation and map (a few minutes)
+    blocklab audit --runs norm_order/post/seed1  that run
+    blocklab audit --sample 40
+
+    Exit status: 0 when every audited run reproduces; 1 naming each one that differs and how."""
+    from blocklab.tools import audit as audits
+
+    params = load_params(params_file)
+    runs = audits.named(params, list(run_keys)) if run_keys else []
+    if sample_size is not None or not run_keys:
+        runs += audits.sample(params, sample_size, audits.commit_of())
+    raise SystemExit(audits.reported(list(dict.fromkeys(runs)), Path(encoded), other_family, click.echo))
 
 
 @main.command(short_help="Log every trained run to MLflow (the pipeline's last stage).")

@@ -20,16 +20,16 @@ STEPS = 30
 
 # name -> (model, training): short runs that between them use every kernel of the plan's runs
 RUNS = {
-    "post-norm, GELU, LayerNorm (table A)": (ModelConfig(norm="post"), TrainConfig(steps=STEPS, lr=1e-2)),
+    "post-norm, GELU, LayerNorm (table A)": (ModelConfig(norm="post"), TrainConfig(steps=STEPS, lr=1e-2, device="cpu")),
     "pre-norm, RMSNorm, SwiGLU, qk-RMSNorm, z-loss": (
         ModelConfig(norm_type="rmsnorm", ffn="swiglu", activation="silu", qk_norm="rmsnorm", n_layers=2),
-        TrainConfig(steps=STEPS, lr=3e-3, warmup=10, z_loss=1e-4)),
+        TrainConfig(steps=STEPS, lr=3e-3, warmup=10, z_loss=1e-4, device="cpu")),
     "ReZero, ReLU, no norm": (ModelConfig(residual="rezero", norm_type="none", activation="relu", n_layers=4),
-                              TrainConfig(steps=STEPS, lr=1e-2)),
+                              TrainConfig(steps=STEPS, lr=1e-2, device="cpu")),
     "muP at width 128, qk-layernorm, DeepNorm": (
         ModelConfig(d_model=128, n_layers=2, parametrization="mup", base_width=64, qk_norm="layernorm",
                     norm="post", residual="deepnorm"),
-        TrainConfig(steps=STEPS, lr=1e-2, warmup=5)),
+        TrainConfig(steps=STEPS, lr=1e-2, warmup=5, device="cpu")),
 }
 
 
@@ -87,3 +87,43 @@ def first_difference(here: dict, committed: dict) -> str | None:
 
 def read_committed(path: Path = FINGERPRINT_FILE) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def reported(committed_file: Path, echo) -> int:
+    """`blocklab fingerprint`: the machine's numeric family and the runs' digests, printed, against the
+    committed ones; the exit status (0: the same bits, 1: not)."""
+    import time
+
+    import torch
+
+    from blocklab.run.numerics import PINS, numeric_path
+
+    started = time.perf_counter()
+    path = numeric_path()
+    echo(f"CPU            {path['cpu']} ({path['machine']})")
+    echo(f"numeric family {path['family']}")
+    echo(f"  ATen         {path['aten']} (pinned: ATEN_CPU_CAPABILITY={PINS['ATEN_CPU_CAPABILITY']})")
+    echo(f"  MKL          {path['mkl'] or 'none'} {path['mkl_version']}, dispatching for {path['mkl_dispatch'] or '-'}"
+         f" (pinned: MKL_CBWR={PINS['MKL_CBWR']})")
+    echo(f"  oneDNN       {path['onednn'] or 'none'} (pinned: ONEDNN_MAX_CPU_ISA={PINS['ONEDNN_MAX_CPU_ISA']})")
+    echo(f"  torch        {path['torch']}")
+    if torch.cuda.is_available():
+        echo("  (runs on this machine's GPU are another family, not pinned: CUDA rounds as its kernels do; the "
+             "fingerprint checks the CPU)")
+    echo(f"{len(RUNS)} fingerprint runs, {STEPS} steps each, at one thread:")
+    here = recorded(digests(echo=echo))
+    echo(f"({time.perf_counter() - started:.1f} s)")
+    if not Path(committed_file).exists():
+        echo(f"{committed_file} does not exist: nothing to compare with (`dvc repro fingerprint` writes it)")
+        return 1
+    committed = read_committed(committed_file)
+    if here["family"] != committed.get("family"):
+        echo(f"the committed results were made in the family '{committed.get('family')}': this machine's bits are "
+             f"not expected to match them (docs/reproducibility.md)")
+        return 1
+    difference = first_difference(here, committed)
+    if difference:
+        echo(f"differs from {committed_file}: {difference}")
+        return 1
+    echo(f"the same bits as {committed_file}: this machine computes the committed results' numbers")
+    return 0

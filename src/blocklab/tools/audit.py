@@ -1,0 +1,154 @@
+"""Do the committed results reproduce? Retrain committed runs from nothing and compare them, bit for bit.
+
+`blocklab audit` trains the runs it is given (or a sample of the plan chosen from the commit) without the run
+store, and compares each with what the commit records of it: its figures in `reports/metrics.json` (every one,
+exactly) and its weights' digest in `reports/weights.json`. The landing gate audits a sample that covers every
+ablation and map (`sample`), a different one for every commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from blocklab.errors import BlocklabError
+from blocklab.run.config import Params, RunSpec
+
+METRICS_FILE = Path("reports/metrics.json")
+WEIGHTS_FILE = Path("reports/weights.json")
+# A sampled run is one of the cheaper of its ablation or map: at most this many estimated seconds of training
+# (or its ablation's cheapest, where none is that cheap), so that a sample of every ablation and map trains in
+# a few minutes on two cores.
+SAMPLE_SECONDS = 12.0
+
+
+@dataclass(frozen=True)
+class AuditedRun:
+    spec: RunSpec
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return self.spec.key(self.seed)
+
+
+@dataclass
+class Verdict:
+    key: str
+    differences: list[str]  # empty: bit for bit the committed run
+
+
+def committed_runs(params: Params) -> dict[str, AuditedRun]:
+    """Every run of the plan, by run key."""
+    return {spec.key(seed): AuditedRun(spec, seed) for spec in params.specs() + params.map_specs()
+            for seed in spec.seeds}
+
+
+def named(params: Params, keys: list[str]) -> list[AuditedRun]:
+    runs = committed_runs(params)
+    unknown = [key for key in keys if key not in runs]
+    if unknown:
+        raise BlocklabError(f"{', '.join(unknown)}: not a run of the plan (a run key is <ablation>/<variant>/seed<k> "
+                            f"or <map>/<variant>/<cell>/seed<k>; `blocklab params` lists them)")
+    return [runs[key] for key in keys]
+
+
+def commit_of(cwd: Path | None = None) -> str:
+    """HEAD's commit, which seeds the sample ('' outside a git repository)."""
+    done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=cwd)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def sample(params: Params, n: int | None, seed_text: str) -> list[AuditedRun]:
+    """`n` runs chosen by `seed_text` (a commit): one of every ablation and map first (while `n` lasts; n None:
+    exactly that), each one of the cheaper runs of its ablation or map (SAMPLE_SECONDS), then more of those."""
+    from blocklab.schedule.plan import estimated_seconds
+
+    rng = random.Random(seed_text)
+    groups: dict[str, list[AuditedRun]] = {}
+    for run in committed_runs(params).values():
+        groups.setdefault(run.spec.ablation, []).append(run)
+    cheap = {}
+    for name, runs in groups.items():
+        cost = {run.key: estimated_seconds(run.spec) for run in runs}
+        limit = max(SAMPLE_SECONDS, min(cost.values()))
+        cheap[name] = [run for run in runs if cost[run.key] <= limit]
+    names = sorted(groups)
+    rng.shuffle(names)
+    n = len(names) if n is None else n
+    chosen = [rng.choice(cheap[name]) for name in names[:n]]
+    rest = [run for name in sorted(cheap) for run in cheap[name] if run not in chosen]
+    chosen += rng.sample(rest, min(max(n - len(chosen), 0), len(rest)))
+    return chosen
+
+
+def compare(run: AuditedRun, metrics: dict, weights: str, committed_metrics: dict, committed_weights: dict) -> Verdict:
+    """How a retrained run's figures and weights differ from the committed ones (every figure, exactly)."""
+    differences = []
+    were = committed_metrics.get(run.key)
+    if were is None:
+        differences.append("reports/metrics.json has no figures of it (run `make repro` and commit reports/)")
+    else:
+        for field in sorted(set(were) | set(metrics)):
+            if were.get(field) != metrics.get(field):
+                differences.append(f"{field} {metrics.get(field)!r} here, {were.get(field)!r} committed")
+    if committed_weights.get(run.key) != weights:
+        differences.append(f"weights {weights[:16]} here, {str(committed_weights.get(run.key))[:16]} committed")
+    return Verdict(run.key, differences)
+
+
+def audit(runs: list[AuditedRun], encoded: Path, workers: int | None = None, progress: bool = True) -> list[Verdict]:
+    """Retrain `runs` from nothing (no run store, no checkpoint) and compare each with the commit's records."""
+    from blocklab.analysis.report import outcome
+    from blocklab.run.cell import Job
+    from blocklab.run.data import load_corpus
+    from blocklab.run.numerics import vendor_family
+    from blocklab.run.results import weights_digest
+    from blocklab.schedule.pool import train_runs
+
+    committed = json.loads(METRICS_FILE.read_text())
+    committed_weights = json.loads(WEIGHTS_FILE.read_text())
+    family = vendor_family()
+    jobs = [Job(run.key, run.spec.model.canonical(), run.spec.train, run.seed, None, family) for run in runs]
+    results = train_runs(jobs, load_corpus(encoded), workers=workers or os.cpu_count(), progress=progress)
+    verdicts = []
+    for run in runs:
+        result = results[run.key]
+        metrics = json.loads(json.dumps(result.metrics))  # as the run's metrics.json holds them
+        metrics.update(outcome(metrics["train_loss_last25"], bool(metrics.get("diverged")), committed["baselines"]))
+        verdicts.append(compare(run, metrics, weights_digest(result.weights), committed["runs"], committed_weights))
+    return verdicts
+
+
+def reported(runs: list[AuditedRun], encoded: Path, other_family: str, echo) -> int:
+    """`blocklab audit`: the audit, printed; its exit status (0: every run reproduces, 1: not, or another family)."""
+    from blocklab.run.numerics import vendor_family
+    from blocklab.schedule.prefetch import require_encoded
+    from blocklab.tools.fingerprint import FINGERPRINT_FILE, read_committed
+
+    require_encoded(encoded, "the audit retrains runs on the encoded corpus")
+    for needed in (METRICS_FILE, WEIGHTS_FILE, FINGERPRINT_FILE):
+        if not needed.exists():
+            raise BlocklabError(f"{needed} does not exist: there are no committed results to audit here")
+    here, committed = vendor_family(), read_committed()["family"]
+    if here != committed:
+        echo(f"this machine computes in the numeric family '{here}'; the committed results were made in "
+             f"'{committed}', whose bits it does not compute (docs/reproducibility.md): nothing to compare"
+             + (" - skipped" if other_family == "skip" else ""))
+        return 0 if other_family == "skip" else 1
+    echo(f"auditing {len(runs)} committed run{'s' * (len(runs) != 1)}: retrained from nothing, compared with "
+         f"{METRICS_FILE} and {WEIGHTS_FILE}")
+    verdicts = audit(runs, Path(encoded))
+    for verdict in verdicts:
+        if verdict.differences:
+            echo(f"  DIFFERS  {verdict.key}: " + "; ".join(verdict.differences[:4])
+                 + (f"; and {len(verdict.differences) - 4} more" if len(verdict.differences) > 4 else ""))
+        else:
+            echo(f"  same     {verdict.key}")
+    same = sum(not v.differences for v in verdicts)
+    echo(f"{same} of {len(verdicts)} runs reproduce the committed ones bit for bit (figures and weights)")
+    return 0 if same == len(verdicts) else 1

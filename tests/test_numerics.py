@@ -1,0 +1,163 @@
+"""The pinned numeric path (blocklab.run.numerics), the fingerprint and the audit: every process that trains
+computes on the pinned path or refuses to, and a machine of the committed results' family computes their bits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from blocklab.run.cell import Job, run_cell
+from blocklab.run.numerics import PINS, PINS_ENV, NumericPathError, vendor_family
+from blocklab.run.settings import ModelConfig, TrainConfig
+from blocklab.tools import fingerprint
+from blocklab.tools.fingerprint import FINGERPRINT_FILE, first_difference, read_committed
+
+from conftest import ROOT, SHARED_CORPUS, copy_project
+from test_cluster import dask_cluster, small_corpus
+
+PINNABLE = vendor_family().startswith("x86-64 AVX2")
+needs_pins = pytest.mark.skipif(not PINNABLE, reason=f"this machine's numeric family is '{vendor_family()}': the pins "
+                                                     f"are x86-64 AVX2's")
+COMMITTED_FAMILY = read_committed(ROOT / FINGERPRINT_FILE)["family"]
+same_family = pytest.mark.skipif(
+    vendor_family() != COMMITTED_FAMILY,
+    reason=f"this machine computes in the family '{vendor_family()}', the committed results were made in "
+           f"'{COMMITTED_FAMILY}': their bits are not expected here (docs/reproducibility.md)")
+BLOCKLAB = str(Path(sys.executable).with_name("blocklab"))
+UNPINNED = {name: "" for name in PINS}  # an environment in which nothing is pinned (torch loaded before blocklab)
+TINY = Job("t/post/seed0", ModelConfig(d_model=16, n_heads=2, n_layers=1, context=8, norm="post"),
+           TrainConfig(steps=3, eval_interval=3, eval_windows=8, device="cpu"), 0)
+
+
+def python(code: str, **env) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in PINS and k != PINS_ENV}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**environ, **env},
+                          cwd=ROOT, timeout=300)
+
+
+@needs_pins
+def test_a_process_that_imports_blocklab_computes_on_the_pinned_path_whatever_its_environment():
+    done = python("import json, blocklab\nfrom blocklab.run.numerics import numeric_path\n"
+                  "print(json.dumps(numeric_path()))")
+    assert done.returncode == 0, done.stderr
+    path = json.loads(done.stdout)
+    assert path["aten"] == "AVX2" and path["onednn"] == "Intel AVX2", path
+    assert path["mkl"] == ("CNR:AVX2" if vendor_family().endswith(", Intel") else "CNR:AUTO"), path
+    assert path["family"] == vendor_family() and path["pins"] == PINS
+
+
+@needs_pins
+def test_a_process_that_loaded_torch_before_blocklab_refuses_to_train_naming_what_differs():
+    script = ("import torch\n(torch.ones(4, 4) @ torch.ones(4, 4)).sum()\n"
+              "import blocklab\nfrom blocklab.run.numerics import check_pinned\ncheck_pinned()\n")
+    refused = python(script)
+    assert refused.returncode == 1
+    assert "NumericPathError: this process does not compute on blocklab's pinned numeric path" in refused.stderr
+    assert "MKL's code branch is CNR:OFF" in refused.stderr and "import blocklab before torch" in refused.stderr
+
+
+def test_a_worker_of_another_family_than_the_run_was_keyed_for_refuses_it():
+    other = "x86-64 AVX2, Intel" if vendor_family() != "x86-64 AVX2, Intel" else "x86-64 AVX2, not Intel"
+    job = Job(TINY.key, TINY.model, TINY.train, TINY.seed, family=other)
+    with pytest.raises(NumericPathError, match=f"keyed for '{other}'"):
+        run_cell(job, small_corpus())
+    assert run_cell(Job(TINY.key, TINY.model, TINY.train, TINY.seed, family=vendor_family()), small_corpus()).weights
+
+
+@needs_pins
+def test_a_dask_worker_that_loaded_torch_first_refuses_the_run_and_a_pinned_one_trains_it():
+    from blocklab.schedule.cluster import train_on_cluster
+
+    job = Job(TINY.key, TINY.model, TINY.train, TINY.seed, family=vendor_family())
+    with dask_cluster(kinds=[(["--preload", "torch", "--no-nanny"], UNPINNED)]) as (address, _):
+        with pytest.raises(Exception, match="MKL's code branch is CNR:OFF"):
+            train_on_cluster([job], small_corpus(), address, echo=lambda _: None)
+    with dask_cluster(workers=1) as (address, _):
+        remote = train_on_cluster([job], small_corpus(), address, echo=lambda _: None)
+    assert remote[job.key].metrics == run_cell(job, small_corpus()).metrics
+
+
+@pytest.fixture(scope="module")
+def here() -> dict:
+    return fingerprint.recorded(fingerprint.digests())
+
+
+@same_family
+def test_this_machine_computes_the_committed_fingerprint(here):
+    assert first_difference(here, read_committed(ROOT / FINGERPRINT_FILE)) is None
+
+
+def test_the_fingerprint_names_the_first_run_whose_weights_differ(here):
+    committed = json.loads(json.dumps(here))
+    name = list(committed["runs"])[2]
+    committed["runs"][name] = "0" * 64
+    assert first_difference(here, committed) == f"run '{name}': weights {here['runs'][name][:16]} here, " \
+                                                f"0000000000000000 committed"
+    assert first_difference(here, {**here, "torch": "2.0.0"}).startswith("torch: this machine has")
+
+
+@same_family
+def test_blocklab_fingerprint_exits_0_on_the_committed_bits_and_1_naming_a_difference(tmp_path):
+    done = subprocess.run([BLOCKLAB, "fingerprint"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"numeric family {vendor_family()}" in done.stdout and "the same bits as" in done.stdout
+    changed = read_committed(ROOT / FINGERPRINT_FILE)
+    changed["runs"][next(iter(changed["runs"]))] = "f" * 64
+    (tmp_path / "f.json").write_text(json.dumps(changed))
+    differs = subprocess.run([BLOCKLAB, "fingerprint", "--committed",
+                              str(tmp_path / "f.json")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert differs.returncode == 1 and "differs from" in differs.stdout and "ffffffffffffffff committed" in differs.stdout
+
+
+@pytest.mark.slow
+@same_family
+def test_blocklab_audit_retrains_committed_runs_and_names_each_that_differs_and_how(tmp_path):
+    project = copy_project(tmp_path / "project", SHARED_CORPUS)
+    for name in ("metrics.json", "weights.json", "fingerprint.json"):
+        (project.root / "reports").mkdir(exist_ok=True)
+        (project.root / "reports" / name).write_bytes((ROOT / "reports" / name).read_bytes())
+    project.run("dvc", "repro", "encode")
+    runs = ["depth/l1/seed0", "proxies/standard/d32_lr0.01/seed1"]
+    args = ["blocklab", "audit", *(a for run in runs for a in ("--runs", run))]
+    same = project.run(*args, check=False)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "2 of 2 runs reproduce the committed ones bit for bit" in same.stdout
+    metrics = json.loads((project.root / "reports/metrics.json").read_text())
+    metrics["runs"][runs[0]]["val_loss"] += 1e-9
+    (project.root / "reports/metrics.json").write_text(json.dumps(metrics))
+    weights = json.loads((project.root / "reports/weights.json").read_text())
+    weights[runs[1]] = "0" * 64
+    (project.root / "reports/weights.json").write_text(json.dumps(weights))
+    differs = project.run(*args, check=False)
+    assert differs.returncode == 1
+    assert f"DIFFERS  {runs[0]}: val_loss" in differs.stdout and "committed" in differs.stdout
+    assert f"DIFFERS  {runs[1]}: weights" in differs.stdout and "0 of 2 runs reproduce" in differs.stdout
+
+
+@pytest.mark.slow
+@needs_pins
+def test_bench_numerics_trains_each_path_in_a_process_of_its_own_and_says_what_each_computed_with(tmp_path):
+    from blocklab.tools.bench.numerics import PATHS, measure
+
+    project = copy_project(tmp_path / "project", SHARED_CORPUS)
+    project.run("dvc", "repro", "encode")
+    paths = {name: PATHS[name] for name in ("unpinned", "ATen avx2", "blocklab's pins")}
+    cwd = os.getcwd()
+    os.chdir(project.root)
+    try:
+        figures = measure("norm_order", "post", 0, 5, "data/encoded", "params.yaml", repeats=1, paths=paths)
+    finally:
+        os.chdir(cwd)
+    rows = figures["paths"]
+    assert rows["unpinned"]["mkl"] == "CNR:OFF" and rows["unpinned"]["train_ratio"] == 1.0
+    assert rows["ATen avx2"]["aten"] == "AVX2" and rows["ATen avx2"]["mkl"] == "CNR:OFF"
+    pinned = rows["blocklab's pins"]
+    assert (pinned["aten"], pinned["onednn"]) == ("AVX2", "Intel AVX2") and pinned["mkl"] in ("CNR:AVX2", "CNR:AUTO")
+    if rows["unpinned"]["aten"] != "AVX2":  # an AVX-512 machine: the pins change its bits
+        assert rows["unpinned"]["digest"] != pinned["digest"]
