@@ -7,6 +7,8 @@ import shutil
 import pytest
 import yaml
 
+from blocklab.run.numerics import vendor_family
+
 from blocklab.analysis.claims import load_claims
 from blocklab.run.config import load_params
 from blocklab.run.results import read_metrics
@@ -131,9 +133,10 @@ def test_renaming_a_variant_in_words_retrains_nothing(reproduced_project):
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_CORPUS.exists(), reason="needs the shared Tiny Shakespeare copy")
 def test_the_pipeline_reproduces_table_a_within_a_hundredth(tmp_path):
-    """Table A's stages through real DVC on Tiny Shakespeare: every published figure within 0.01, but those
-    whose claim is marked known_to_fail because the CPU's rounding decides them (they must still collapse,
-    or not, as published)."""
+    """Table A's stages through real DVC on Tiny Shakespeare: on a machine of the committed results' numeric
+    family, every run bit for bit as committed; on any machine, every published figure within 0.01, but those
+    that the CPU's rounding decides - a run on the collapse plateau (where its last 25 steps land is rounding
+    noise) or one whose claim is marked known_to_fail - which must still collapse, or not, as published."""
     project = copy_project(tmp_path / "project", SHARED_CORPUS)
     table_a = yaml.safe_load((ROOT / "reference.yaml").read_text())["table_a"]["figures"]
     variants = sorted({key.rsplit("/", 1)[0] for key in table_a})
@@ -142,10 +145,13 @@ def test_the_pipeline_reproduces_table_a_within_a_hundredth(tmp_path):
     unigram = json.loads((project.root / "data" / "baselines.json").read_text())["unigram"]
     assert unigram == pytest.approx(3.309, abs=0.001)
     measured = {key: read_metrics(runs / key)["train_loss_last25"] for key in table_a}
+    if vendor_family() == json.loads((ROOT / "reports/fingerprint.json").read_text())["family"]:
+        committed = json.loads((ROOT / "reports/metrics.json").read_text())["runs"]
+        assert measured == {key: committed[key]["train_loss_last25"] for key in table_a}
     rounding_dependent = {c.id for c in load_claims(ROOT / "claims.yaml") if c.known_to_fail}
     exact = {key: published for key, published in table_a.items()
-             if f"table_a.{key.replace('/', '.')}" not in rounding_dependent}
-    assert len(exact) >= len(table_a) - 2
+             if f"table_a.{key.replace('/', '.')}" not in rounding_dependent and abs(published - unigram) > 0.05}
+    assert len(exact) >= len(table_a) // 2  # the learning runs: pre-norm, warmed-up post-norm, residuals
     for key, published in exact.items():
         assert measured[key] == pytest.approx(published, abs=0.01), key
     for key in table_a.keys() - exact.keys():
