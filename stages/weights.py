@@ -20,11 +20,10 @@ from blocklab.run.results import MODEL_FILE, run_dir, weights_digest, write_json
 def main(runs_dir: Path, out: Path, params_file: str) -> None:
     params = load_params(params_file)
     digests = {}
-    for spec in params.specs() + params.map_specs():
-        variant_dir = spec.directory(runs_dir / spec.ablation / spec.variant)
-        for seed in spec.seeds:
-            saved = torch.load(run_dir(variant_dir, seed) / MODEL_FILE, map_location="cpu", weights_only=True)
-            digests[spec.key(seed)] = weights_digest(saved["state_dict"])
+    for spec, seed in params.runs():
+        saved = torch.load(run_dir(spec.directory(runs_dir / spec.ablation / spec.variant), seed) / MODEL_FILE,
+                           map_location="cpu", weights_only=True)
+        digests[spec.key(seed)] = weights_digest(saved["state_dict"])
     write_json(out, digests)
     click.echo(f"{len(digests)} runs' weights -> {out}")
 

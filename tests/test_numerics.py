@@ -4,6 +4,7 @@ computes on the pinned path or refuses to, and a machine of the committed result
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from blocklab.run.cell import Job, run_cell
-from blocklab.run.numerics import PINS, PINS_ENV, NumericPathError, vendor_family
+from blocklab.run.numerics import FAMILY, MKL_FAMILIES, PINS, PINS_ENV, SHIM_GLOB, NumericPathError, vendor_family
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.tools import fingerprint
 from blocklab.tools.fingerprint import FINGERPRINT_FILE, first_difference, read_committed
@@ -47,8 +48,31 @@ def test_a_process_that_imports_blocklab_computes_on_the_pinned_path_whatever_it
     assert done.returncode == 0, done.stderr
     path = json.loads(done.stdout)
     assert path["aten"] == "AVX2" and path["onednn"] == "Intel AVX2", path
-    assert path["mkl"] == ("CNR:AVX2" if vendor_family().endswith(", Intel") else "CNR:AUTO"), path
+    assert path["mkl"] == ("CNR:AVX2" if vendor_family() == FAMILY else "CNR:AUTO"), path
     assert path["family"] == vendor_family() and path["pins"] == PINS
+
+
+SHIM_BUILT = any((ROOT / "src/blocklab/run").glob(SHIM_GLOB))
+
+
+@needs_pins
+@pytest.mark.skipif(not SHIM_BUILT, reason="the MKL shim was not built (no C compiler when blocklab was installed)")
+def test_with_the_shim_mkl_takes_its_avx2_branch_on_any_x86_64_cpu_and_without_it_only_on_intels():
+    script = ("import json, os, ctypes, sys\n"
+              "if sys.argv[1] == 'shim':\n"
+              "    import blocklab\n"
+              "else:\n"
+              "    os.environ.update(MKL_CBWR='AVX2', ATEN_CPU_CAPABILITY='avx2', ONEDNN_MAX_CPU_ISA='AVX2')\n"
+              "import torch\n"
+              "from blocklab.run.numerics import numeric_path\n"
+              "print(numeric_path()['mkl'])\n")
+    runs = {how: subprocess.run([sys.executable, "-c", script, how], capture_output=True, text=True, cwd=ROOT,
+                                timeout=300, env={k: v for k, v in os.environ.items() if k not in PINS})
+            for how in ("shim", "no shim")}
+    assert all(done.returncode == 0 for done in runs.values()), [done.stderr for done in runs.values()]
+    assert runs["shim"].stdout.split() == ["CNR:AVX2"]
+    intel = open("/proc/cpuinfo").read().count("GenuineIntel") > 0
+    assert runs["no shim"].stdout.split() == ["CNR:AVX2" if intel else "CNR:AUTO"]
 
 
 @needs_pins
@@ -62,9 +86,9 @@ def test_a_process_that_loaded_torch_before_blocklab_refuses_to_train_naming_wha
 
 
 def test_a_worker_of_another_family_than_the_run_was_keyed_for_refuses_it():
-    other = "x86-64 AVX2, Intel" if vendor_family() != "x86-64 AVX2, Intel" else "x86-64 AVX2, not Intel"
+    other = next(name for name in MKL_FAMILIES.values() if name != vendor_family())
     job = Job(TINY.key, TINY.model, TINY.train, TINY.seed, family=other)
-    with pytest.raises(NumericPathError, match=f"keyed for '{other}'"):
+    with pytest.raises(NumericPathError, match=re.escape(f"keyed for '{other}'")):
         run_cell(job, small_corpus())
     assert run_cell(Job(TINY.key, TINY.model, TINY.train, TINY.seed, family=vendor_family()), small_corpus()).weights
 

@@ -91,7 +91,7 @@ def show_params(params_file: str) -> None:
 
     params = load_params(params_file)
     rows = []
-    for spec in params.specs() + params.map_specs():
+    for spec in params.all_specs():
         rows.append({"ablation": spec.ablation, "variant": spec.variant, "cell": spec.cell or "-",
                      "seeds": ",".join(map(str, spec.seeds)), **asdict(spec.model), **asdict(spec.train)})
     click.echo(pd.DataFrame(rows).to_string(index=False))

@@ -28,20 +28,16 @@ def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | No
     """(metrics, timings) for every run params.yaml defines (or only those of the ablations and maps `only`
     names), keyed `<ablation>/<variant>/seed<k>` (a map's `<map>/<variant>/<cell>/seed<k>`)."""
     runs, timings = {}, {}
-    for spec in params.specs() + params.map_specs():
+    for spec, seed in params.runs():
         if only is not None and spec.ablation not in only:
             continue
-        variant_dir = spec.directory(Path(runs_dir) / spec.ablation / spec.variant)
-        for seed in spec.seeds:
-            directory = run_dir(variant_dir, seed)
-            if not (directory / "metrics.json").exists():
-                raise FileNotFoundError(
-                    f"run {spec.key(seed)} has no results in {directory}: run `dvc repro` to train it"
-                )
-            metrics = read_metrics(directory)
-            metrics.update(outcome(metrics["train_loss_last25"], bool(metrics.get("diverged")), baselines))
-            runs[spec.key(seed)] = metrics
-            timings[spec.key(seed)] = read_timing(directory)
+        directory = run_dir(spec.directory(Path(runs_dir) / spec.ablation / spec.variant), seed)
+        if not (directory / "metrics.json").exists():
+            raise FileNotFoundError(f"run {spec.key(seed)} has no results in {directory}: run `dvc repro` to train it")
+        metrics = read_metrics(directory)
+        metrics.update(outcome(metrics["train_loss_last25"], bool(metrics.get("diverged")), baselines))
+        runs[spec.key(seed)] = metrics
+        timings[spec.key(seed)] = read_timing(directory)
     return {"baselines": baselines, "runs": runs}, timings
 
 

@@ -292,6 +292,14 @@ class Params(_Strict):
         return [cell for m, plan in self.maps.items() if name in (None, m) for v in plan.variants
                 for cell in self.cells(m, v)]
 
+    def all_specs(self) -> list[RunSpec]:
+        """The whole plan: every ablation's variants, then every map's cells."""
+        return self.specs() + self.map_specs()
+
+    def runs(self) -> list[tuple[RunSpec, int]]:
+        """Every run of the plan, as (its spec, its seed), in `all_specs` order."""
+        return [(spec, seed) for spec in self.all_specs() for seed in spec.seeds]
+
     def runs_of(self, name: str, variant: str) -> list[RunSpec]:
         """What one train stage trains: an ablation's variant, or every cell of a map's variant."""
         return self.cells(name, variant) if name in self.maps else [self.spec(name, variant)]

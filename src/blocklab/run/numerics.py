@@ -6,7 +6,9 @@ its code branch, oneDNN's (GELU) by its instruction set. Left to choose, an AVX-
 train different weights from the same seed. Each library has a switch that fixes its choice; `PINS` sets all
 three in this process's environment before torch loads them: `pin()` runs when the `blocklab` package is
 imported, so any process that imports blocklab before torch (a stage, the local pool's workers, a Dask worker
-running blocklab's task, a benchmark) computes on the pinned path, and so does every process it starts.
+running blocklab's task, a benchmark) computes on the pinned path, and so does every process it starts. MKL
+honours its switch on Intel CPUs only; `pin()` also loads a one-function shim (mkl_intel_branch.c) that makes
+it honour it on every x86-64 CPU, so that an AMD EPYC computes the bits an Intel Xeon does.
 
 A process that loaded torch before blocklab (a Dask worker that imported torch for another task, a notebook)
 may already have fixed its kernels: `check_pinned()` asks the libraries what they actually use and refuses to
@@ -16,19 +18,22 @@ docs/reproducibility.md has the measurements behind every choice here.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
+import re
 import sys
 import tempfile
 from functools import cache
+from pathlib import Path
 
 # What every CPU run computes with: the instruction set every x86-64 CPU since 2013 has. ATen's and oneDNN's AVX2
-# kernels are the same code on every such CPU. MKL's AVX2 branch exists on Intel CPUs only: on another vendor's
-# MKL ignores it and takes the branch it has for that vendor (`CNR:AUTO`), whose matrix products round
-# differently from Intel's. So the x86-64 machines make two numeric families, Intel's and the others'
-# (`vendor_family`), each the same bits across its CPUs' generations (MKL documents it for Intel's; measured for
-# AMD's: an EPYC Genoa and an emulated EPYC Rome). MKL's COMPATIBLE branch (SSE2) is the same code on both but
-# makes a run 2.1x slower (docs/reproducibility.md has the measurements).
+# kernels are the same code on every such CPU; so are MKL's, but MKL takes its AVX2 branch only where it finds an
+# Intel CPU: on another vendor's it ignores MKL_CBWR and takes a branch of its own (`CNR:AUTO`), whose matrix
+# products round differently. The shim `pin()` loads makes MKL find an Intel CPU on every x86-64 machine, so all
+# of them make one numeric family. Where the shim is not built (no C compiler at install) a non-Intel CPU
+# computes in a family of its own, which a run key records (`vendor_family`). MKL's COMPATIBLE branch (SSE2)
+# would be the same everywhere without a shim but makes a run 2.1x slower (docs/reproducibility.md).
 PINS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 # Which pins `pin()` applies: all unless this names some (comma-separated) or `none`. For measuring what each
 # pin costs and changes (`blocklab bench --numerics`), never for a run that is kept: `check_pinned` refuses a
@@ -39,7 +44,11 @@ PINS_ENV = "BLOCKLAB_NUMERIC_PINS"
 # CPU, its own choice elsewhere).
 PINNED_PATH = {"aten": ("AVX2",), "mkl": ("CNR:AVX2", "CNR:AUTO"), "onednn": ("Intel AVX2",)}
 X86_64 = ("x86_64", "AMD64")
-MKL_FAMILIES = {"CNR:AVX2": "x86-64 AVX2, Intel", "CNR:AUTO": "x86-64 AVX2, not Intel"}
+FAMILY = "x86-64 AVX2"
+MKL_FAMILIES = {"CNR:AVX2": FAMILY, "CNR:AUTO": FAMILY + ", MKL's own branch (non-Intel CPU without blocklab's MKL shim)"}
+# The shim, built next to this file by `pip install` (setup.py); loaded by `pin()` in this process.
+SHIM_GLOB = "_mkl_intel_branch*.so"
+_shim_loaded = False
 
 
 class NumericPathError(RuntimeError):
@@ -63,7 +72,22 @@ def pin(environ=os.environ) -> None:
     effect on a library torch has already loaded and used: `check_pinned` finds that out."""
     if "torch" in sys.modules:
         return  # too late to matter here; check_pinned says so where a run would train
-    environ.update(applied_pins(environ))
+    pins = applied_pins(environ)
+    environ.update(pins)
+    if "MKL_CBWR" in pins:
+        load_shim()
+
+
+def load_shim() -> bool:
+    """Load the MKL shim into this process, ahead of torch (whose MKL then asks it, not the CPU, whether the
+    CPU is Intel's). False where there is none: not x86-64 Linux, or no C compiler when blocklab was installed."""
+    global _shim_loaded
+    if not _shim_loaded and platform.machine() in X86_64:
+        built = sorted(Path(__file__).parent.glob(SHIM_GLOB))
+        if built:
+            ctypes.CDLL(str(built[0]), mode=ctypes.RTLD_GLOBAL)
+            _shim_loaded = True
+    return _shim_loaded
 
 
 def _captured_stdout(fn) -> str:
@@ -81,12 +105,10 @@ def _captured_stdout(fn) -> str:
         return out.read().decode(errors="replace")
 
 
-def _field(lines: str, prefix: str, marker: str) -> str:
-    """The value after `marker` on the first line starting with `prefix` ('' if none)."""
-    for line in lines.splitlines():
-        if line.startswith(prefix) and marker in line:
-            return line.split(marker, 1)[1].split()[0].rstrip(",") if marker != "isa:" else line.split(marker, 1)[1]
-    return ""
+def _field(lines: str, pattern: str) -> str:
+    """The first match of `pattern`'s group in `lines` ('' if none)."""
+    found = re.search(pattern, lines, re.MULTILINE)
+    return found.group(1).strip() if found else ""
 
 
 @cache
@@ -105,16 +127,14 @@ def numeric_path() -> dict:
                 a = torch.ones(4, 4)
                 a @ a
         lines = _captured_stdout(product)
-        path["mkl"] = _field(lines, "MKL_VERBOSE SGEMM", " CNR:") and "CNR:" + _field(lines, "MKL_VERBOSE SGEMM", " CNR:")
-        header = next((line for line in lines.splitlines() if line.startswith("MKL_VERBOSE oneMKL")), "")
-        if " for Intel(R) 64 architecture " in header:
-            path["mkl_version"] = header.split("MKL_VERBOSE ", 1)[1].split(" Product build")[0]
-            path["mkl_dispatch"] = header.split(" for Intel(R) 64 architecture ", 1)[1].split(", Lnx")[0]
+        path["mkl"] = _field(lines, r"^MKL_VERBOSE SGEMM.* (CNR:[^\s,]+)")
+        path["mkl_version"] = _field(lines, r"^MKL_VERBOSE (oneMKL.*?) Product build")
+        path["mkl_dispatch"] = _field(lines, r"^MKL_VERBOSE oneMKL.* for Intel\(R\) 64 architecture (.*?), Lnx")
     if torch.backends.mkldnn.is_available():
         def gelu():
             with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
                 torch.nn.functional.gelu(torch.ones(4, 4))
-        path["onednn"] = _field(_captured_stdout(gelu), "onednn_verbose", "isa:").strip()
+        path["onednn"] = _field(_captured_stdout(gelu), r"^onednn_verbose.*isa:(.*)$")
     path["family"] = family(path)
     return path
 
@@ -145,7 +165,7 @@ def vendor_family() -> str:
         return "x86-64, CPU unknown"
     if "avx2" not in flags or "fma" not in flags:
         return "x86-64 without AVX2, not pinned"
-    return MKL_FAMILIES["CNR:AVX2" if vendor == "GenuineIntel" else "CNR:AUTO"]
+    return MKL_FAMILIES["CNR:AVX2" if vendor == "GenuineIntel" or _shim_loaded else "CNR:AUTO"]
 
 
 def differences(path: dict) -> list[str]:
@@ -173,7 +193,8 @@ def check_pinned(expected_family: str | None = None) -> None:
         raise NumericPathError(
             f"this worker ({path['cpu']}) computes in the numeric family '{path['family']}', the run was keyed for "
             f"'{expected_family}': its bits would differ from what its key promises. Train it on a machine of that "
-            f"family (MKL rounds differently on Intel and other CPUs: docs/reproducibility.md).")
+            f"family (without blocklab's MKL shim, MKL rounds differently on non-Intel CPUs: build it with a C "
+            f"compiler installed, `make install`; docs/reproducibility.md).")
 
 
 def cpu_name() -> str:

@@ -55,9 +55,11 @@ class DamagedEntry(Exception):
 
 
 def code_digest(package: Path | None = None) -> str:
-    """The sha256 of the source of `blocklab.run` (or of the package folder given), file by file."""
+    """The sha256 of the source of `blocklab.run` (or of the package folder given), file by file: its Python
+    and the MKL shim's C."""
     digest = hashlib.sha256()
-    for path in sorted((package or RUN_CODE).glob("*.py")):
+    folder = package or RUN_CODE
+    for path in sorted([*folder.glob("*.py"), *folder.glob("*.c")]):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -232,7 +234,7 @@ def store_reported(store_dir: Path, encoded: Path, params_file: str, prune: bool
     params = load_params(params_file)
     runs_store = RunStore(store_dir)
     keys = RunKeys(encoded)
-    needed = {key for spec in params.specs() + params.map_specs() for key in keys.of(spec).values()}
+    needed = {key for spec in params.all_specs() for key in keys.of(spec).values()}
     held = runs_store.keys()
     used, unused = [k for k in held if k in needed], [k for k in held if k not in needed]
     leftovers = runs_store.leftovers(older_than=LEFTOVER_SECONDS)

@@ -44,8 +44,7 @@ class Verdict:
 
 def committed_runs(params: Params) -> dict[str, AuditedRun]:
     """Every run of the plan, by run key."""
-    return {spec.key(seed): AuditedRun(spec, seed) for spec in params.specs() + params.map_specs()
-            for seed in spec.seeds}
+    return {spec.key(seed): AuditedRun(spec, seed) for spec, seed in params.runs()}
 
 
 def named(params: Params, keys: list[str]) -> list[AuditedRun]:

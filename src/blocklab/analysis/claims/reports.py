@@ -180,4 +180,4 @@ def planned_runs(params) -> dict[str, str]:
     """{run key: the DVC stages that train it (`train_<ablation>`, `map_<map>`: every variant's)} for every run of
     params.yaml (blocklab.run.config.Params)."""
     return {spec.key(seed): stage_name(spec.ablation, is_map=spec.ablation in params.maps)
-            for spec in params.specs() + params.map_specs() for seed in spec.seeds}
+            for spec, seed in params.runs()}

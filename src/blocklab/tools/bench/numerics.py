@@ -64,7 +64,7 @@ def _environment(overrides: dict) -> dict:
 
 
 def measure(ablation: str, variant: str, seed: int, steps: int | None, encoded: str, params_file: str,
-            repeats: int = 3, paths: dict = PATHS, echo=click.echo) -> dict:
+            repeats: int = 3, paths: dict = PATHS) -> dict:
     """Every path `repeats` times, alternating; the medians and their ratios to the unpinned path."""
     args = [ablation, variant, str(seed), "" if steps is None else str(steps), encoded, params_file]
     runs: dict[str, list[dict]] = {name: [] for name in paths}

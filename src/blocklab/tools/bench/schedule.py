@@ -19,7 +19,7 @@ def plan_stage_times(params: Params, timings: dict) -> dict[str, list[float]]:
     """Each train and map stage's runs' training times (reports/timings.json), the runs it trains itself:
     a run copied from another stage's (`reused_from`) costs nothing."""
     stages: dict[str, list[float]] = {}
-    for spec in params.specs() + params.map_specs():
+    for spec in params.all_specs():
         stage = stage_name(spec.ablation, spec.variant, is_map=bool(spec.cell))
         for seed in spec.seeds:
             timing = timings.get(spec.key(seed))

@@ -24,7 +24,7 @@ def time_left_quality(params: Params, runs_dir: Path, at: tuple[float, ...] = (0
     from blocklab.schedule.plan import cost_terms, estimated_seconds
 
     timings = run_timings(runs_dir)
-    runs = [(spec, timings[spec.key(seed)]) for spec in params.specs() + params.map_specs() for seed in spec.seeds
+    runs = [(spec, timings[spec.key(seed)]) for spec, seed in params.runs()
             if "reused_from" not in timings.get(spec.key(seed), {"reused_from": None})]
     if not runs:
         raise ValueError(f"no trained run's timing.json under {runs_dir}")

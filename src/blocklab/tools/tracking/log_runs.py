@@ -68,7 +68,7 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
     uri = uri or tracking_uri()
     result = {"uri": uri, "logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {},
               "train_seconds": {}}
-    specs = params.specs() + params.map_specs()  # a map's cells: a parent run each, its seeds under it
+    specs = params.all_specs()  # a map's cells: a parent run each, its seeds under it
     EXPERIMENT_IDS.clear()  # a store may have been replaced since the last track
     try:
         ensure_store(uri)
