@@ -110,6 +110,20 @@ def test_prefetch_interrupted_keeps_whole_runs_and_trains_only_the_rest_next_tim
     assert "8 distinct (the others' settings equal one of them): 4 in the run store, 4 would train" in again
 
 
+def test_after_a_code_change_every_train_stage_is_out_of_date_not_restorable_from_its_own_outputs(reproduced_project,
+                                                                                                 tmp_path):
+    """DVC's cache holds the outputs dvc.lock records (the project was reproduced here): a change to the code the
+    runs depend on must still leave every train stage to train, none 'restored from DVC's run cache'."""
+    project = pristine_copy(reproduced_project, tmp_path / "project")
+    training = project.root / "src/blocklab/run/training.py"
+    training.write_text(training.read_text() + "\n# changed\n")
+    stages = len([s for s in project.run("dvc", "stage", "list", "--name-only").stdout.split()
+                  if s.startswith(("train_", "map_"))])
+    out = project.run("blocklab", "prefetch", "--dry-run").stdout
+    assert f"{stages} train and map stages out of date (0 up to date)" in out, out
+    assert "restored from DVC's run cache" not in out
+
+
 def test_a_damaged_store_entry_is_discarded_and_its_run_trained_afresh_by_the_stage(reproduced_project, tmp_path):
     project = pristine_copy(reproduced_project, tmp_path / "project")
     params = load_params(project.root / "params.yaml")

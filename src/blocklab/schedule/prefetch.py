@@ -52,6 +52,7 @@ def stale_train_stages(targets: tuple[str, ...] = (), echo=print) -> Stale:
     DVC reports out of date, after bringing the stages they depend on that train nothing up to date."""
     from dvc.repo import Repo
     from dvc.stage.cache import RunCacheNotFoundError
+    from dvc_data.hashfile.hash_info import HashInfo
 
     with Repo() as repo:
         stages = _collected(repo, targets)
@@ -70,6 +71,11 @@ def stale_train_stages(targets: tuple[str, ...] = (), echo=print) -> Stale:
                 continue
             try:
                 stage.save_deps()  # today's dependencies, which DVC's run cache is keyed by
+                # ... and no outputs: given the lock's own (whose files DVC's cache holds after any earlier
+                # repro here) and dependencies that now look current, a dry restore counts the stage as
+                # restorable from itself; without them DVC looks its run cache up by today's dependencies.
+                for out in stage.outs:
+                    out.hash_info = HashInfo()
                 repo.stage_cache.restore(stage, dry=True)
                 restorable.append(stage.addressing)
             except RunCacheNotFoundError:
