@@ -116,6 +116,19 @@ def test_this_machine_computes_the_committed_fingerprint(here):
     assert first_difference(here, read_committed(ROOT / FINGERPRINT_FILE)) is None
 
 
+def test_the_documented_fingerprints_of_the_pinned_family_are_the_committed_ones():
+    """docs/reproducibility.md's table of fingerprints measured on other CPUs: every row on MKL's AVX2 branch (the
+    family's) shows reports/fingerprint.json's digests, run by run (a first 8 hex digits each)."""
+    committed = [digest[:8] for digest in read_committed(ROOT / FINGERPRINT_FILE)["runs"].values()]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in (ROOT / "docs/reproducibility.md").read_text().splitlines()
+            if line.startswith("| ") and "| `CNR:AVX2` |" in line and "table A" not in line]
+    family = [row for row in rows if len(row) >= 7]
+    assert len(family) >= 2, rows
+    for row in family:
+        assert all(a == b for a, b in zip(row[3:], committed)), (row, committed)
+
+
 def test_the_fingerprint_names_the_first_run_whose_weights_differ(here):
     committed = json.loads(json.dumps(here))
     name = list(committed["runs"])[2]

@@ -37,7 +37,8 @@ def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | No
         metrics = read_metrics(directory)
         metrics.update(outcome(metrics["train_loss_last25"], bool(metrics.get("diverged")), baselines))
         runs[spec.key(seed)] = metrics
-        timings[spec.key(seed)] = read_timing(directory)
+        if (directory / "timing.json").exists():  # DVC ignores it (.dvcignore): a checkout from its cache has none
+            timings[spec.key(seed)] = read_timing(directory)
     return {"baselines": baselines, "runs": runs}, timings
 
 

@@ -139,7 +139,8 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
             result["already"] += 1
             continue
         result["log_seconds"][spec.key(seed)] = time.perf_counter() - started
-        result["train_seconds"][spec.key(seed)] = read_timing(directories[seed])["seconds"]
+        if (directories[seed] / "timing.json").exists():  # restored from DVC's cache: no wall time kept
+            result["train_seconds"][spec.key(seed)] = read_timing(directories[seed])["seconds"]
         result["logged"].append(spec.key(seed))
     if not seeds_done:
         return
@@ -221,7 +222,7 @@ def track_reported(params: Params, runs_dir: Path, reports_dir: Path, uri: str |
     logged, failed = result["logged"], result["failed"]
     click.echo(f"MLflow ({result['uri']}): {len(logged)} runs logged, {result['already']} already there; "
                f"{result['variants']} variant parent runs logged")
-    if result["log_seconds"]:
+    if result["log_seconds"] and result["train_seconds"]:
         logging_seconds, training = sum(result["log_seconds"].values()), sum(result["train_seconds"].values())
         whole = time.perf_counter() - started
         click.echo(f"logging took {logging_seconds:.1f} s ({whole:.1f} s with the parent runs, their models and "

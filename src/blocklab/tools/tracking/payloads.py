@@ -61,7 +61,7 @@ CURVE_METRICS = {"loss": "train_loss", "grad_norm": "grad_norm", "lr": "lr", "va
 def training_times(directories) -> tuple[int | None, int | None]:
     """When the runs' training started and ended (ms since the epoch, recorded by the train stage), so that
     MLflow's Created order, Duration and time axis are the training's, not the logging's."""
-    times = [read_timing(d) for d in directories]
+    times = [read_timing(d) for d in directories if (Path(d) / "timing.json").exists()]
     starts = [t["started_at"] for t in times if t.get("started_at")]
     ends = [t["ended_at"] for t in times if t.get("ended_at")]
     return (int(min(starts) * 1000) if starts else None, int(max(ends) * 1000) if ends else None)
@@ -101,6 +101,8 @@ def run_tags(spec: RunSpec, key: str) -> dict[str, str]:
 
 
 def speed(directory: Path, steps: int) -> dict[str, float]:
+    if not (Path(directory) / "timing.json").exists():  # restored from DVC's cache, which keeps no wall times
+        return {}
     seconds = read_timing(directory)["seconds"]
     return {"train_seconds": float(seconds), "steps_per_second": steps / seconds}
 
@@ -127,7 +129,8 @@ def variant_metrics(directories: dict[int, Path], baselines: dict, now_ms: int) 
     final["diverged"] = float(finals["diverged"].sum())
     final["n_seeds"] = float(len(directories))
     speeds = pd.DataFrame([speed(d, m) for d, m in zip(directories.values(), finals["steps"])])
-    final["train_seconds"] = float(speeds["train_seconds"].max())
-    final["steps_per_second"] = float(speeds["steps_per_second"].mean())
+    if "train_seconds" in speeds:  # the seeds' wall times, where a checkout from DVC's cache left them
+        final["train_seconds"] = float(speeds["train_seconds"].max())
+        final["steps_per_second"] = float(speeds["steps_per_second"].mean())
     final.update({f"baseline_{k}": float(v) for k, v in baselines.items()})
     return metrics + [Metric(k, v, now_ms, 0) for k, v in final.items()]
