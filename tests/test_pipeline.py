@@ -87,12 +87,20 @@ def test_the_same_parameters_give_byte_identical_metrics_and_curves(reproduced_p
     files = [root / "reports" / "metrics.json", root / "data/runs/norm_order/pre/seed0/curve.csv",
              root / "data/runs/norm_order/pre/seed1/metrics.json"]
     before = [f.read_bytes() for f in files]
-    timings_before = (root / "reports" / "timings.json").read_bytes()
+    timing = root / "data/runs/norm_order/pre/seed0/timing.json"
+    timing_before, recorded_before = timing.read_bytes(), _recorded_outputs(root, "train_norm_order@pre")
     shutil.rmtree(root / "data" / "run_store")  # trained again, not copied from the run store
     reproduced_project.run("dvc", "repro", "--force", "--single-item", "train_norm_order@pre")
     reproduced_project.run("dvc", "repro", "evaluate")
     assert [f.read_bytes() for f in files] == before
-    assert (root / "reports" / "timings.json").read_bytes() != timings_before  # wall times live apart
+    # wall times live apart: the run's own changed, and DVC, which ignores them, records the same output
+    assert timing.read_bytes() != timing_before
+    assert _recorded_outputs(root, "train_norm_order@pre") == recorded_before
+
+
+def _recorded_outputs(root, stage: str) -> list:
+    """What dvc.lock records of `stage`'s outputs (their hashes)."""
+    return yaml.safe_load((root / "dvc.lock").read_text())["stages"][stage]["outs"]
 
 
 def test_changing_one_variants_setting_leaves_every_other_training_stage_up_to_date(reproduced_project):
@@ -108,9 +116,9 @@ def test_changing_one_variants_setting_leaves_every_other_training_stage_up_to_d
         stale = json.loads(project.run("dvc", "status", "--json").stdout)
     finally:
         params_file.write_bytes(original)
-    # the gathering stages read every ablation: they depend on params.yaml as a whole
-    assert sorted(set(stale) - set(already)) == sorted({f"train_warmup@{variant}", "evaluate", "report", "track"}
-                                                      - set(already))
+    # the gathering stages read every ablation (and `weights` every run): they depend on params.yaml as a whole
+    assert sorted(set(stale) - set(already)) == sorted({f"train_warmup@{variant}", "evaluate", "weights", "report",
+                                                        "track"} - set(already))
 
 
 def test_renaming_a_variant_in_words_retrains_nothing(reproduced_project):
