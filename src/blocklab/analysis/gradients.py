@@ -16,7 +16,7 @@ from blocklab.run.threads import torch_threads
 def input_gradient_norm(cfg: ModelConfig, depth: int, shape: tuple[int, int] = (4, 16), seed: int = 0) -> float:
     """Norm of d loss / d input for `depth` blocks, loss = mean(stack(x)^2): seed, build, then draw x."""
     torch.manual_seed(seed)
-    stack = nn.Sequential(*(Block(cfg) for _ in range(depth)))
+    stack = nn.Sequential(*(Block(cfg, layer) for layer in range(1, depth + 1)))
     x = torch.randn(*shape, cfg.d_model, requires_grad=True)
     stack(x).pow(2).mean().backward()
     return torch.linalg.vector_norm(x.grad).item()

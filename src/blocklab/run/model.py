@@ -27,11 +27,12 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads = cfg.n_heads
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.qkv_bias)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model) if cfg.attn_proj else nn.Identity()
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.qkv_bias and cfg.bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias) if cfg.attn_proj else nn.Identity()
         head = cfg.d_model // cfg.n_heads
-        self.q_norm = make_norm(cfg.qk_norm, head) if cfg.qk_norm != "none" else None
-        self.k_norm = make_norm(cfg.qk_norm, head) if cfg.qk_norm != "none" else None
+        self.q_norm = make_norm(cfg.qk_norm, head, cfg) if cfg.qk_norm != "none" else None
+        self.k_norm = make_norm(cfg.qk_norm, head, cfg) if cfg.qk_norm != "none" else None
+        self.rotary = Rotary(head) if cfg.rope else None
         # mup: q.k / d_head, equal to the usual q.k / sqrt(d_head) at the base width; None: that usual scale
         self.scale = None if cfg.parametrization == "standard" else (cfg.base_width // cfg.n_heads) ** 0.5 / head
 
@@ -42,6 +43,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
         return q, k, v
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -59,14 +62,31 @@ class CausalSelfAttention(nn.Module):
         return scores.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
 
 
+class Rotary(nn.Module):
+    """Rotary positions (Su et al. 2021, RoFormer, eq. 34): channels (2i, 2i+1) of a head's query or key at
+    position m rotated by the angle m * theta_i, theta_i = 10000^(-2i / d_head). No parameters."""
+
+    def __init__(self, head: int, base: float = 10000.0):
+        super().__init__()
+        self.register_buffer("theta", base ** (-torch.arange(0, head, 2, dtype=torch.float32) / head),
+                             persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., T, head) -> the same, each position's pairs rotated."""
+        angles = torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)[:, None] * self.theta
+        cos, sin = angles.cos(), angles.sin()
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
 class MLP(nn.Module):
     """widen -> activation -> narrow (the narrowing projection optional: then the width stays d_model)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.widen = nn.Linear(cfg.d_model, cfg.hidden_width)
+        self.widen = nn.Linear(cfg.d_model, cfg.hidden_width, bias=cfg.bias)
         self.act = ACTIVATIONS[cfg.activation]()
-        self.narrow = nn.Linear(cfg.hidden_width, cfg.d_model) if cfg.ffn_proj else nn.Identity()
+        self.narrow = nn.Linear(cfg.hidden_width, cfg.d_model, bias=cfg.bias) if cfg.ffn_proj else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.narrow(self.act(self.widen(x)))
@@ -88,11 +108,29 @@ class SwiGLU(nn.Module):
 FEED_FORWARDS = {"mlp": MLP, "swiglu": SwiGLU}
 
 
-def make_norm(kind: str, width: int) -> nn.Module:
+class DyT(nn.Module):
+    """Dynamic Tanh (Zhu, Chen, He, LeCun, Liu 2025), a norm's stand-in: gamma * tanh(alpha * x) + beta, alpha
+    one learned scalar starting at `alpha0`, gamma and beta per channel (1 and 0, as a norm's affine starts)."""
+
+    def __init__(self, width: int, alpha0: float, bias: bool = True):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.full((), alpha0))
+        self.weight = nn.Parameter(torch.ones(width))
+        self.bias = nn.Parameter(torch.zeros(width)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(self.alpha * x) * self.weight
+        return y if self.bias is None else y + self.bias
+
+
+def make_norm(kind: str, width: int, cfg: ModelConfig) -> nn.Module:
+    """A norm of `kind` over `width` channels, with a bias unless `cfg.bias` is false."""
     if kind == "layernorm":
-        return nn.LayerNorm(width, eps=NORM_EPS)
+        return nn.LayerNorm(width, eps=NORM_EPS, bias=cfg.bias)
     if kind == "rmsnorm":  # Zhang & Sennrich (2019): no re-centring, no bias
         return nn.RMSNorm(width, eps=NORM_EPS)
+    if kind == "dyt":
+        return DyT(width, cfg.dyt_alpha0, bias=cfg.bias)
     return nn.Identity()
 
 
@@ -120,27 +158,40 @@ class Residual(nn.Module):
 
 
 class Block(nn.Module):
-    """One Transformer block. Pre-norm: res(x, f(norm(x))); post-norm: norm(res(x, f(x))); the residual
-    `res` is one of `Residual`'s schemes. Without a feed-forward network the block is attention alone."""
+    """Block `layer` (1-based) of the stack. Where its norms sit (`placement`), with f a sub-layer and res one of
+    `Residual`'s schemes: pre res(x, f(N(x))), with LayerNorm scaling res(x, f(N(x) / sqrt(layer))); post
+    N(res(x, f(x))); peri res(x, N_out(f(N_in(x)))); reordered res(x, N(f(x))). Mix-LN's blocks are post or pre
+    (`ModelConfig.post_norm_blocks`). Without a feed-forward network the block is attention alone."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, layer: int = 1):
         super().__init__()
         has_ffn = cfg.ffn != "none"
-        self.ln1 = make_norm(cfg.norm_type, cfg.d_model)
-        self.ln2 = make_norm(cfg.norm_type, cfg.d_model) if has_ffn else None
+        self.placement = "post" if layer <= cfg.post_norm_blocks else "pre" if cfg.norm == "mix" else cfg.norm
+        self.ln1 = make_norm(cfg.norm_type, cfg.d_model, cfg)
+        self.ln2 = make_norm(cfg.norm_type, cfg.d_model, cfg) if has_ffn else None
+        if self.placement == "peri":  # the output norms (the norms above are the input ones)
+            self.ln1_out = make_norm(cfg.norm_type, cfg.d_model, cfg)
+            self.ln2_out = make_norm(cfg.norm_type, cfg.d_model, cfg) if has_ffn else None
         self.attn = CausalSelfAttention(cfg)
         self.ffn = FEED_FORWARDS[cfg.ffn](cfg) if has_ffn else None
         self.res1 = Residual(cfg)
         self.res2 = Residual(cfg) if has_ffn else None
-        self.pre_norm = cfg.norm == "pre"
+        self.input_scale = layer ** -0.5 if cfg.norm_scaling else None
 
-    def _sublayer(self, x: torch.Tensor, f: nn.Module, norm: nn.Module, residual: Residual) -> torch.Tensor:
-        y = residual(x, f(norm(x)) if self.pre_norm else f(x))
-        return y if self.pre_norm else norm(y)
+    def _sublayer(self, x: torch.Tensor, f: nn.Module, norm: nn.Module, residual: Residual,
+                  norm_out: nn.Module | None) -> torch.Tensor:
+        if self.placement == "post":
+            return norm(residual(x, f(x)))
+        if self.placement == "reordered":
+            return residual(x, norm(f(x)))
+        h = norm(x) if self.input_scale is None else norm(x) * self.input_scale
+        return residual(x, f(h) if norm_out is None else norm_out(f(h)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self._sublayer(x, self.attn, self.ln1, self.res1)
-        return x if self.ffn is None else self._sublayer(x, self.ffn, self.ln2, self.res2)
+        x = self._sublayer(x, self.attn, self.ln1, self.res1, getattr(self, "ln1_out", None))
+        if self.ffn is None:
+            return x
+        return self._sublayer(x, self.ffn, self.ln2, self.res2, getattr(self, "ln2_out", None))
 
 
 class TinyLM(nn.Module):
@@ -148,28 +199,31 @@ class TinyLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(vocab_size, cfg.d_model)
-        self.pos_emb = nn.Embedding(cfg.context, cfg.d_model)
-        self.blocks = nn.Sequential(*(Block(cfg) for _ in range(cfg.n_layers)))
-        # Post-norm blocks already end in a norm, so by default only pre-norm gets a final one.
-        self.ln_f = make_norm(cfg.norm_type, cfg.d_model) if cfg.has_final_norm else nn.Identity()
-        self.head = (nn.Linear(cfg.d_model, vocab_size) if cfg.parametrization == "standard"
-                     else MuReadout(cfg.d_model, vocab_size, cfg.width_multiplier))
+        self.pos_emb = None if cfg.rope else nn.Embedding(cfg.context, cfg.d_model)  # rope: positions in attention
+        self.emb_norm = make_norm(cfg.norm_type, cfg.d_model, cfg) if cfg.norm == "peri" else None  # Peri-LN's
+        self.blocks = nn.Sequential(*(Block(cfg, layer) for layer in range(1, cfg.n_layers + 1)))
+        # Post-norm blocks already end in a norm, so by default every placement but post gets a final one.
+        self.ln_f = make_norm(cfg.norm_type, cfg.d_model, cfg) if cfg.has_final_norm else nn.Identity()
+        self.head = (nn.Linear(cfg.d_model, vocab_size, bias=cfg.bias) if cfg.parametrization == "standard"
+                     else MuReadout(cfg.d_model, vocab_size, cfg.width_multiplier, bias=cfg.bias))
         if cfg.residual == "deepnorm":
             _scale_deepnorm_projections(self.blocks, beta=(8 * cfg.n_layers) ** -0.25)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """(B, T) character ids -> (B, T, V) logits."""
-        T = idx.shape[1]
-        pos = torch.arange(T, device=idx.device)
-        x = self.tok_emb(idx) + self.pos_emb(pos)
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
+        if self.emb_norm is not None:
+            x = self.emb_norm(x)
         return self.head(self.ln_f(self.blocks(x)))
 
 
 class MuReadout(nn.Linear):
     """mup's output layer (Yang et al. 2022): a linear layer whose logits are divided by the width multiplier."""
 
-    def __init__(self, d_model: int, vocab_size: int, width_multiplier: float):
-        super().__init__(d_model, vocab_size)
+    def __init__(self, d_model: int, vocab_size: int, width_multiplier: float, bias: bool = True):
+        super().__init__(d_model, vocab_size, bias=bias)
         self.width_multiplier = width_multiplier
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

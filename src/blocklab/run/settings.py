@@ -31,9 +31,20 @@ class ModelConfig:
     ffn_hidden: Optional[PositiveInt] = None  # the hidden width itself, overriding ffn_mult
     ffn_proj: bool = True  # the MLP's output projection; without it the hidden width must be d_model
     activation: Literal["gelu", "relu", "silu"] = "gelu"
-    norm: Literal["pre", "post"] = "pre"  # where the norms sit
-    norm_type: Literal["layernorm", "rmsnorm", "none"] = "layernorm"
-    final_norm: Optional[bool] = None  # a norm before the head; default: pre-norm has one, post-norm not
+    # Where the norms sit (blocklab.run.model.Block): pre x + f(N(x)); post N(x + f(x)); peri (Kim et al. 2025,
+    # Gemma's "sandwich") x + N_out(f(N_in(x))), the embeddings normed too; reordered (OLMo 2) x + N(f(x)); mix
+    # (Li et al. 2025) post in the first floor(mix_fraction * n_layers) blocks, pre after
+    norm: Literal["pre", "post", "peri", "reordered", "mix"] = "pre"
+    mix_fraction: Optional[Annotated[float, Field(ge=0, le=1)]] = None  # norm: mix only; default 0.25
+    # LayerNorm scaling (Sun et al. 2025, "The Curse of Depth"): pre-norm's x + f(N(x) / sqrt(l)) in block l
+    norm_scaling: bool = False
+    # dyt: Zhu et al. 2025's gamma * tanh(alpha * x) + beta in place of each norm, alpha a learned scalar from
+    # dyt_alpha (default 0.5)
+    norm_type: Literal["layernorm", "rmsnorm", "dyt", "none"] = "layernorm"
+    dyt_alpha: Optional[PositiveFloat] = None  # norm_type: dyt only
+    final_norm: Optional[bool] = None  # a norm before the head; default: every placement but post has one
+    rope: bool = False  # rotary positions (Su et al. 2021) on each head's q and k, in place of the learned table
+    bias: bool = True  # false: no bias anywhere (linear layers, qkv_bias's included, norms, head), as Llama's
     residual: Union[bool, Literal["rezero", "deepnorm"]] = True  # true: x + f(x); false: none
     qk_norm: Literal["none", "layernorm", "rmsnorm"] = "none"  # a norm over each head's queries and keys
     # mup: Yang et al. 2022's parametrisation for Adam, relative to a model of width base_width (where it is
@@ -56,6 +67,23 @@ class ModelConfig:
             )
         if self.residual == "deepnorm" and self.norm != "post":
             raise ValueError("residual: deepnorm is a post-norm scheme (LN(alpha * x + f(x))): set norm: post")
+        if self.mix_fraction is not None and self.norm != "mix":
+            raise ValueError(f"mix_fraction sets how many blocks of norm: mix are post-norm: with norm: {self.norm} "
+                             f"it means nothing (set norm: mix, or remove mix_fraction)")
+        if self.norm_scaling and self.norm != "pre":
+            raise ValueError(f"norm_scaling scales pre-norm's normalised input (x + f(N(x) / sqrt(l))): with norm: "
+                             f"{self.norm} there is none (set norm: pre)")
+        if self.norm_type == "none" and (self.norm in ("peri", "reordered", "mix") or self.norm_scaling):
+            what = "norm_scaling: true" if self.norm_scaling else f"norm: {self.norm}"
+            raise ValueError(f"{what} places norms, and norm_type: none has none to place (choose a norm_type)")
+        if self.dyt_alpha is not None and self.norm_type != "dyt":
+            raise ValueError(f"dyt_alpha is DyT's initial alpha: with norm_type: {self.norm_type} there is no DyT "
+                             f"(set norm_type: dyt, or remove dyt_alpha)")
+        if self.rope and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"rope rotates each head's channels in pairs: the head size d_model / n_heads = "
+                             f"{self.d_model // self.n_heads} must be even (change d_model or n_heads)")
+        if self.rope and self.kind == "bigram":
+            raise ValueError("rope rotates attention's queries and keys: kind: bigram has no attention")
         if self.parametrization == "mup" and self.base_width % self.n_heads:
             raise ValueError(f"n_heads={self.n_heads} must divide base_width={self.base_width} (mup scales each "
                              f"head's attention against the base width's head size)")
@@ -84,7 +112,19 @@ class ModelConfig:
 
     @property
     def has_final_norm(self) -> bool:
-        return self.norm == "pre" if self.final_norm is None else self.final_norm
+        return self.norm != "post" if self.final_norm is None else self.final_norm
+
+    @property
+    def post_norm_blocks(self) -> int:
+        """How many blocks, the first ones, place their norms after the residual: all under post-norm, the
+        first floor(mix_fraction * n_layers) under mix, none otherwise."""
+        if self.norm == "mix":
+            return int((0.25 if self.mix_fraction is None else self.mix_fraction) * self.n_layers)
+        return self.n_layers if self.norm == "post" else 0
+
+    @property
+    def dyt_alpha0(self) -> float:
+        return 0.5 if self.dyt_alpha is None else self.dyt_alpha
 
 
 @settings(frozen=True, config=ConfigDict(extra="forbid"))
