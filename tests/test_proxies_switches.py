@@ -29,7 +29,7 @@ def test_the_diagnostics_draw_no_random_numbers_and_change_no_bit_of_the_validat
     x, y = chunk[:, :-1], chunk[:, 1:]
     rng = torch.random.get_rng_state()
     plain = evaluate_loss(model, x, y)
-    loss, probes = validation_loss_and_probes(model, x, y)
+    loss, probes, _ = validation_loss_and_probes(model, x, y)
     assert torch.equal(torch.random.get_rng_state(), rng)
     assert loss == plain  # the same bits
     with torch.no_grad():  # the largest attention logit, by hand: q.k / sqrt(d_head) under the causal mask

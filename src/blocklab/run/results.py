@@ -2,6 +2,9 @@
 
     <runs>/<ablation>/<variant>/seed<k>/curve.csv     step, loss, grad_norm, lr, val_loss, attn_logit_max,
                                                       logit_log_z (blocklab.run.diagnostics)
+    <runs>/<ablation>/<variant>/seed<k>/layers.csv    step, layer (1-based), resid_rms, resid_max_abs, block_cos,
+                                                      dyt_saturated: the residual stream after each block at each
+                                                      evaluation step (blocklab.run.diagnostics)
     <runs>/<ablation>/<variant>/seed<k>/metrics.json  final metrics (deterministic)
     <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds, tokens/s, start and end of its training,
                                                       the step it resumed from, its wall time in the runner
@@ -18,7 +21,7 @@ import csv
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +32,9 @@ if TYPE_CHECKING:
 
 PROBES = ("attn_logit_max", "logit_log_z")  # blocklab.run.diagnostics: what a run records at its evaluation steps
 CURVE_COLUMNS = ["step", "loss", "grad_norm", "lr", "val_loss", *PROBES]
+# ... and per block (blocklab.run.diagnostics), in layers.csv, one row per evaluation step and block
+LAYER_PROBES = ("resid_rms", "resid_max_abs", "block_cos", "dyt_saturated")
+LAYER_COLUMNS = ["step", "layer", *LAYER_PROBES]
 MODEL_FILE = "model.pt"
 MODEL_FORMAT = 1
 
@@ -43,6 +49,7 @@ class RunResult:
     started_at: float = 0.0  # wall-clock time (time.time()) when its training started and ended
     ended_at: float = 0.0
     cell_seconds: float = 0.0  # its wall time in `blocklab.schedule.pool`, set up and results included (set there)
+    layers: list[dict] = field(default_factory=list)  # LAYER_COLUMNS: per evaluation step and block
 
 
 def weights_digest(weights: dict) -> str:
@@ -80,6 +87,10 @@ def write_run(directory: Path, result: RunResult, tokens_per_step: int, model: "
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(CURVE_COLUMNS)
         writer.writerows([["" if row[c] is None else row[c] for c in CURVE_COLUMNS] for row in result.curve])
+    with open(directory / "layers.csv", "w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(LAYER_COLUMNS)
+        writer.writerows([["" if row[c] is None else row[c] for c in LAYER_COLUMNS] for row in result.layers])
     write_json(directory / "metrics.json", result.metrics)
     steps = result.metrics["steps"]
     write_json(
@@ -107,3 +118,10 @@ def read_curve(directory: Path) -> "pd.DataFrame":
     import pandas as pd
 
     return pd.read_csv(Path(directory) / "curve.csv")
+
+
+def read_layers(directory: Path) -> "pd.DataFrame":
+    """layers.csv: per evaluation step and block, the residual stream's diagnostics."""
+    import pandas as pd
+
+    return pd.read_csv(Path(directory) / "layers.csv")

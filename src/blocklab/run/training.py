@@ -22,11 +22,12 @@ from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.diagnostics import Diagnostics
 from blocklab.run.model import build_model, learning_rate_multipliers, parameter_counts
 from blocklab.run.optimizer import AdamW
-from blocklab.run.results import PROBES, RunResult, finite_or_none
+from blocklab.run.results import LAYER_PROBES, PROBES, RunResult, finite_or_none
 
 LAST_STEPS = 25  # the lesson reports the mean training loss over the last 25 steps
 EVAL_BATCH = 256  # validation windows per forward pass
-CHECKPOINT_FORMAT = 5  # 3: blocklab.run.optimizer.AdamW's flat state; 4: with the loss at initialisation; 5: diagnostics
+CHECKPOINT_FORMAT = 6  # 3: blocklab.run.optimizer.AdamW's flat state; 4: with the loss at initialisation; 5: diagnostics;
+# 6: per-block diagnostics
 
 
 def resolve_device(name: str) -> torch.device:
@@ -83,11 +84,12 @@ def evaluate_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batc
 
 
 def validation_loss_and_probes(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
-                               ) -> tuple[float, dict[str, float | None]]:
-    """The validation loss, and what `blocklab.run.diagnostics` reads of the model meanwhile."""
+                               ) -> tuple[float, dict[str, float | None], list[dict[str, float | None]]]:
+    """The validation loss, and what `blocklab.run.diagnostics` reads of the model meanwhile: the whole model's
+    probes and each block's."""
     with Diagnostics(model) as diagnostics:
         loss = evaluate_loss(model, x, y)
-    return loss, diagnostics.values()
+    return loss, diagnostics.values(), diagnostics.layers()
 
 
 @torch.no_grad()
@@ -119,11 +121,12 @@ class Record:
     grad_norms: torch.Tensor
     val_losses: dict[int, float] = field(default_factory=dict)
     probes: dict[int, dict] = field(default_factory=dict)
+    layers: dict[int, list[dict]] = field(default_factory=dict)
     init_loss: float = math.nan
     first: int = 0
 
     def evaluate(self, step: int, model: torch.nn.Module, val_x: torch.Tensor, val_y: torch.Tensor) -> None:
-        self.val_losses[step], self.probes[step] = validation_loss_and_probes(model, val_x, val_y)
+        self.val_losses[step], self.probes[step], self.layers[step] = validation_loss_and_probes(model, val_x, val_y)
 
 
 def train_run(
@@ -200,7 +203,7 @@ def train_run(
         metrics["val_loss_batches"] = finite_or_none(random_batches_loss(model, val, T, B, train_cfg.eval_batches,
                                                                          seed))
     weights = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
-    return RunResult(curve=curve_rows(record, train_cfg, done), metrics=metrics, seconds=seconds,
+    return RunResult(curve=curve_rows(record, train_cfg, done), metrics=metrics, layers=layer_rows(record), seconds=seconds,
                      resumed_from=record.first, weights=weights, started_at=started_at, ended_at=ended_at)
 
 
@@ -210,6 +213,22 @@ def curve_rows(record: Record, train_cfg: TrainConfig, done: int) -> list[dict]:
     return [{"step": step, "loss": loss, "grad_norm": norm, "lr": learning_rate(train_cfg, step),
              "val_loss": record.val_losses.get(step), **record.probes.get(step, dict.fromkeys(PROBES))}
             for step, (loss, norm) in enumerate(zip(record.losses[:done].tolist(), record.grad_norms[:done].tolist()))]
+
+
+def layer_rows(record: Record) -> list[dict]:
+    """layers.csv: one row per evaluation step and block (1-based), the block's diagnostics."""
+    return [{"step": step, "layer": layer, **values} for step in sorted(record.layers)
+            for layer, values in enumerate(record.layers[step], start=1)]
+
+
+def layer_metrics(layers: list[dict]) -> dict:
+    """The last evaluation's per-block diagnostics as metrics.json holds them: a list per probe, first block
+    first, and the residual stream's growth from the first block to the last (RMS after the last / after the
+    first; None without blocks or a value)."""
+    lists = {name: [values[name] for values in layers] for name in LAYER_PROBES}
+    rms = lists["resid_rms"]
+    growth = rms[-1] / rms[0] if rms and rms[0] and rms[-1] is not None else None
+    return {**lists, "resid_growth": growth}
 
 
 def final_metrics(model: torch.nn.Module, record: Record, done: int, diverged_at: int | None,
@@ -225,6 +244,7 @@ def final_metrics(model: torch.nn.Module, record: Record, done: int, diverged_at
         "val_loss": finite_or_none(record.val_losses[done - 1]),
         "val_loss_init": finite_or_none(record.init_loss),  # before the first step: what LR sensitivity caps a loss at
         **record.probes[done - 1],  # blocklab.run.diagnostics at the last evaluation
+        **layer_metrics(record.layers[done - 1]),
         "max_grad_norm": max(finite_norms) if finite_norms else None,
         "diverged": diverged_at is not None,
         "diverged_at_step": diverged_at,
@@ -269,6 +289,7 @@ class Checkpoints:
         record.losses[:step], record.grad_norms[:step] = saved["losses"], saved["grad_norms"]
         record.val_losses.update(saved["val_losses"])
         record.probes.update(saved["probes"])
+        record.layers.update(saved["layers"])
         record.init_loss = saved["val_loss_init"]
 
     def save(self, step: int, model: torch.nn.Module, optimizer: AdamW, generator: torch.Generator,
@@ -280,7 +301,7 @@ class Checkpoints:
                     "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                     "losses": record.losses[:step].clone(), "grad_norms": record.grad_norms[:step].clone(),
                     "val_losses": dict(record.val_losses), "val_loss_init": record.init_loss,
-                    "probes": dict(record.probes)}, partial)
+                    "probes": dict(record.probes), "layers": dict(record.layers)}, partial)
         os.replace(partial, self.path)
 
     def remove(self) -> None:
