@@ -51,7 +51,7 @@ def _override_of(cls: type) -> type[BaseModel]:
 
 ModelOverride = _override_of(ModelConfig)
 TrainOverride = _override_of(TrainConfig)
-FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference"]
+FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference", "rungs", "layers"]
 
 
 def _distinct(seeds: list[int]) -> list[int]:
@@ -126,7 +126,7 @@ def _axis_values(values: list) -> list:
 AxisValues = Annotated[list[Any], Field(min_length=1), AfterValidator(_axis_values)]
 # How a cell's name spells an axis: `lr0.01_w0` is lr 0.01 and warmup 0, `d128` d_model 128; any other field by
 # its own name.
-AXIS_ABBREVIATIONS = {"lr": "lr", "warmup": "w", "d_model": "d"}
+AXIS_ABBREVIATIONS = {"lr": "lr", "warmup": "w", "d_model": "d", "n_layers": "l"}
 
 
 def _known_settings(section: str, names: dict) -> dict:
@@ -158,7 +158,7 @@ class Axes(_Strict):
 # the learning rate, a panel per group of cells, a line per variant; lr_by_variant - the same, a panel per
 # variant, a line per group (e.g. per width); sensitivity - LR sensitivity per group, a line per variant;
 # attention_logits - the largest attention logit against the learning rate, a panel per variant, a line per group.
-MapFigureKind = Literal["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits"]
+MapFigureKind = Literal["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits", "depth", "layers"]
 
 
 class Map(_Plan):
