@@ -199,6 +199,69 @@ def attention_logits(cells: pd.DataFrame, title: str, path: Path) -> Path:
     return save_figure(fig, path, dpi=100)
 
 
+def loss_by_depth(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    """Final validation loss against depth (log axis), one line per variant, one panel per learning rate; a cell
+    where some seeds did not train (collapsed or blew up) is a hollow marker with the count beside it."""
+    rates = sorted(set(cells["lr"]))
+    fig, axes = _panels(len(rates), 5.2, 3.8, sharey=True)
+    for ax, lr in zip(axes, rates):
+        for i, ((_, label), lines) in enumerate(cells[cells["lr"] == lr].groupby(["variant", "label"], sort=False)):
+            lines = lines.sort_values("n_layers")
+            colour = f"C{i % 10}"
+            ax.plot(lines["n_layers"], lines["val_loss_mean"], marker="o", ms=4, color=colour, label=label)
+            for _, cell in lines.iterrows():
+                failed = int(cell["collapsed"]) + int(cell["blown_up"])
+                if failed:
+                    at = cell["val_loss_mean"] if cell["val_loss_mean"] == cell["val_loss_mean"] else baselines[
+                        "unigram_val"]
+                    ax.scatter([cell["n_layers"]], [at], s=80, facecolors="none", edgecolors=colour, zorder=3)
+                    ax.annotate(f"{failed}/{int(cell['seeds'])}", (cell["n_layers"], at), fontsize=7,
+                                textcoords="offset points", xytext=(5, 3), color=colour)
+        ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1)
+        depths = sorted(set(cells["n_layers"]))
+        ax.set(xscale="log", title=f"lr {lr:g}", xlabel="blocks (log scale)")
+        ax.set_xticks(depths, [str(d) for d in depths])
+        ax.minorticks_off()
+    axes[0].set_ylabel(f"final validation {LOSS_LABEL}\n(seed mean)", fontsize=8)
+    _shared_legend(fig, axes, f"hollow: seeds that did not train (count); dashed: unigram baseline (validation), "
+                              f"{baselines['unigram_val']:.3f}")
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    return save_figure(fig, path, dpi=100)
+
+
+def residual_stream_by_cell(params: Params, name: str, metrics: dict, title: str, path: Path) -> Path:
+    """The residual stream's RMS after each block (log axis) at the last evaluation, one line per variant (seed
+    mean), one panel per cell: what each placement does to the stream as the block deepens."""
+    import numpy as np
+
+    specs, grid = params.map_specs(name), params.maps[name].axes.grid()
+    cells = list(dict.fromkeys(spec.cell for spec in specs))
+    fig, axes = _panels(len(cells), 4.6, 3.2)
+    variants = list(dict.fromkeys((spec.variant, spec.label) for spec in specs))
+    for ax, cell in zip(axes, cells):
+        for i, (variant, label) in enumerate(variants):
+            spec = next(s for s in specs if s.cell == cell and s.variant == variant)
+            profiles = [metrics["runs"][spec.key(seed)].get("resid_rms") for seed in spec.seeds]
+            profiles = [p for p in profiles if isinstance(p, list) and None not in p]
+            if profiles:
+                mean = np.exp(np.log(np.array(profiles, dtype=float)).mean(axis=0))  # geometric: a log axis
+                ax.plot(range(1, len(mean) + 1), mean, color=f"C{i % 10}", lw=1.2, label=label)
+        spec = next(s for s in specs if s.cell == cell)
+        settings = {"model": spec.model, "train": spec.train}
+        words = ", ".join(f"{field} {getattr(settings[section], field):g}" for section, field, _ in grid)
+        ax.set(yscale="log", title=words, xlabel="block")
+        plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+        ax.title.set_fontsize(9)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    for ax in axes[::2]:
+        ax.set_ylabel("RMS after the block\n(seed geometric mean, log)", fontsize=8)
+    _shared_legend(fig, axes, "")
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    return save_figure(fig, path, dpi=100)
+
+
 def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict]
                 ) -> dict[str, str]:
     """Map `name`'s figures (reports/figures/<map>_<kind>.png, the kinds its `figures` lists): their paths
@@ -216,6 +279,10 @@ def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path, sum
             cells, summary, name, f"{name}: LR sensitivity (Wortsman et al. 2023) per group of cells", path),
         "attention_logits": lambda path: attention_logits(
             cells, f"{name}: the largest attention logit at the end of training, against learning rate", path),
+        "depth": lambda path: loss_by_depth(cells, baselines, f"{name}: final validation loss against depth", path),
+        "layers": lambda path: residual_stream_by_cell(
+            params, name, metrics, f"{name}: the residual stream's RMS after each block at the end of training "
+                                   f"(Kim et al. 2025: it grows with depth under pre-norm)", path),
     }
     drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in params.maps[name].figures}
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}

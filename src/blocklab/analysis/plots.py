@@ -202,6 +202,68 @@ def ladder(runs: pd.DataFrame, baselines: dict, published: dict[str, float], tit
     return save_figure(fig, path)
 
 
+def rungs(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
+    """Left, the ladder: one bar per rung, the seed mean of the lecture-style validation loss with its 95%
+    interval and every seed. Right, what each rung changes: its loss minus the rung before's, paired by seed
+    (the same seed sees the same batches), the mean and its 95% t interval; left of 0 the rung helps."""
+    field = "val_loss_batches" if "val_loss_batches" in runs else "val_loss"
+    wide = runs.pivot_table(index="seed", columns="variant", values=field, sort=False)
+    order = list(dict.fromkeys(runs["variant"]))
+    labels = dict(zip(runs["variant"], runs["label"]))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.45 * len(order) + 2.6), layout="constrained",
+                                      sharey=True)
+    y = list(range(len(order)))
+    means = [wide[v].mean() for v in order]
+    left.barh(y, means, color="C0", alpha=0.5, label="seed mean")
+    left.errorbar(means, y, xerr=[half_width(wide[v].dropna()) for v in order], fmt="none", ecolor="k", capsize=4,
+                  label=f"95% t interval of the mean ({len(wide)} seeds)")
+    for i, variant in enumerate(order):
+        left.scatter(wide[variant], [i] * len(wide), color="0.3", s=8, zorder=3, label="one seed" if i == 0 else None)
+    low = min(wide.min().min(), min(means)) - 0.03
+    left.set(xlim=(low, max(wide.max().max(), max(means)) + 0.03), xlabel=f"validation {LOSS_LABEL}")
+    left.set_yticks(y, [labels[v] for v in order], fontsize=8)
+    left.invert_yaxis()
+    left.legend(fontsize=7, loc="lower right")
+    right.axvline(0, color="0.35", lw=1)
+    for i, (before, rung) in enumerate(zip(order, order[1:]), start=1):
+        step = (wide[rung] - wide[before]).dropna()
+        colour = "C2" if step.mean() + half_width(step) < 0 else "C3" if step.mean() - half_width(step) > 0 else "0.5"
+        right.errorbar(step.mean(), i, xerr=half_width(step), fmt="o", color=colour, capsize=4)
+        right.scatter(step, [i] * len(step), color=colour, s=8, alpha=0.6)
+        right.annotate(f"{step.mean():+.3f}", (step.mean(), i), textcoords="offset points", xytext=(0, 7),
+                       ha="center", fontsize=7)
+    right.set(xlabel="change from the rung above (nats, paired by seed; 95% t interval)")
+    right.set_title("green: lowers the loss; red: raises it; grey: undecided", fontsize=8)
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    return save_figure(fig, path)
+
+
+def residual_stream(runs: pd.DataFrame, title: str, path: Path) -> Path:
+    """What each block does to the residual stream at the last evaluation, a line per variant (seed mean, band =
+    seed range): left, the stream's RMS after each block (log scale; Kim et al. 2025's growth with depth);
+    right, the cosine of each block's input and output (near 1: the block barely changes the stream; Sun et al.
+    2025's "near-identity" deep blocks)."""
+    labels = list(dict.fromkeys(runs["label"]))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained")
+    for (label, group), style in zip(runs.groupby("label", sort=False), _styles(len(labels))):
+        style = {k: v for k, v in style.items() if k != "offset"}
+        for ax, field in ((left, "resid_rms"), (right, "block_cos")):
+            per_seed = pd.DataFrame([v for v in group[field] if isinstance(v, list)], dtype=float)
+            if per_seed.empty:
+                continue
+            layers = list(range(1, per_seed.shape[1] + 1))
+            line, = ax.plot(layers, per_seed.mean(), label=label, lw=1.3, **style)
+            if len(per_seed) > 1:
+                ax.fill_between(layers, per_seed.min(), per_seed.max(), color=line.get_color(), alpha=0.15, lw=0)
+    left.set(xlabel="block", ylabel="RMS of the residual stream after the block (log scale)", yscale="log")
+    right.set(xlabel="block", ylabel="cos(block input, block output), mean over positions")
+    for ax in (left, right):
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    left.legend(fontsize=7, title="seed mean; band = seed range", title_fontsize=7)
+    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    return save_figure(fig, path)
+
+
 def paired_difference(curves: pd.DataFrame, baselines: dict, title: str, path: Path, smoothing: int = 100) -> Path:
     """Above: each variant's seed-mean training curve with its seed range. Below: each variant's paired
     difference to the first variant (the same seed sees the same batches), seed by seed, over steps: its
@@ -267,6 +329,12 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
                                                 out_dir / f"{name}_difference.png"),
         "ladder": lambda: ladder(runs, baselines, published or {},
                                  f"{name}: validation loss rung by rung", out_dir / f"{name}_ladder.png"),
+        "rungs": lambda: rungs(runs, baselines, _heading(name, "validation loss rung by rung, and what each rung "
+                                                               "changes", ablation.description),
+                               out_dir / f"{name}_rungs.png"),
+        "layers": lambda: residual_stream(runs, _heading(name, "the residual stream, block by block, at the end of "
+                                                               "training", ablation.description),
+                                          out_dir / f"{name}_layers.png"),
     }
     for kind in ablation.figures:
         figures[kind] = extras[kind]()

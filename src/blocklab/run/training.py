@@ -223,12 +223,14 @@ def layer_rows(record: Record) -> list[dict]:
 
 def layer_metrics(layers: list[dict]) -> dict:
     """The last evaluation's per-block diagnostics as metrics.json holds them: a list per probe, first block
-    first, and the residual stream's growth from the first block to the last (RMS after the last / after the
-    first; None without blocks or a value)."""
+    first; the residual stream's growth from the first block to the last (RMS after the last / after the
+    first); and the mean cos(input, output) of the deeper half of the blocks (Sun et al. 2025's near-identity
+    deep blocks). None without blocks or a value."""
     lists = {name: [values[name] for values in layers] for name in LAYER_PROBES}
-    rms = lists["resid_rms"]
+    rms, cos = lists["resid_rms"], lists["block_cos"][len(layers) // 2:]
     growth = rms[-1] / rms[0] if rms and rms[0] and rms[-1] is not None else None
-    return {**lists, "resid_growth": growth}
+    deep = sum(cos) / len(cos) if cos and None not in cos else None
+    return {**lists, "resid_growth": growth, "block_cos_deep": deep}
 
 
 def final_metrics(model: torch.nn.Module, record: Record, done: int, diverged_at: int | None,

@@ -25,7 +25,7 @@ def value_of(expression: str | float | int, reports: Reports):
                  "baseline": reports.baseline, "published": reports.published,
                  "grad": reports.grad, "grads": reports.grads,
                  "lr_sensitivity": reports.lr_sensitivity, "max_trainable_lr": reports.max_trainable_lr,
-                 "best_lr": reports.best_lr, "abs": _absolute, "log10": _log10}
+                 "best_lr": reports.best_lr, "untrained": reports.untrained, "abs": _absolute, "log10": _log10}
 
     def walk(node):
         if isinstance(node, ast.Expression):

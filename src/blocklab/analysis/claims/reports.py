@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 from blocklab.analysis.intervals import Seeds
-from blocklab.analysis.maps import seed_best_lr, seed_max_trainable_lr, seed_sensitivities
+from blocklab.analysis.maps import seed_best_lr, seed_max_trainable_lr, seed_sensitivities, trains
 from blocklab.analysis.reference import comparable
 from blocklab.errors import BlocklabError
 from blocklab.schedule.stages import stage_name
@@ -130,6 +130,14 @@ class Reports:
             raise self._not_run(variant, _NOT_IN_METRICS, "dvc repro") or MissingResult(
                 f"no runs of variant '{variant}' in reports/metrics.json")
         return {int(k.rsplit("seed")[-1]): self.metric(k, field) for k in keys}
+
+    def untrained(self, variant: str) -> int:
+        """How many of `variant`'s seeds (a map's: of one cell) did not train: collapsed, blew up or diverged."""
+        keys = [k for k in self.runs if k.rsplit("/", 1)[0] == variant]
+        if not keys:
+            raise self._not_run(variant, _NOT_IN_METRICS, "dvc repro") or MissingResult(
+                f"no runs of variant '{variant}' in reports/metrics.json")
+        return sum(not trains(self.runs[k]) for k in keys)
 
     def seeds(self, variant: str, field: str = LOSS) -> list[float]:
         return list(dict(sorted(self._by_seed(variant, field).items())).values())
