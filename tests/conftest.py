@@ -159,7 +159,8 @@ def copy_project(dest: Path, corpus: Path) -> Project:
 
 def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> dict:
     """The default plan, made tiny: the small corpus, a few steps, at most `variants` variants and
-    two seeds per ablation, shallow stacks for the gradient analysis."""
+    two seeds per ablation, shallow stacks for the gradient analysis; a map over learning rate and warmup
+    (or, if it maps depth, over 1 and 2 blocks)."""
     params["data"]["sha256"] = sha256_of(corpus)
     params["defaults"]["train"].update(eval_interval=5, eval_windows=16, batch_size=8)
     params["defaults"]["model"].update(context=16)
@@ -180,7 +181,10 @@ def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> di
         plan["variants"] = dict(list(plan["variants"].items())[:variants])
         plan["labels"] = {k: v for k, v in plan.get("labels", {}).items() if k in plan["variants"]}
         plan["model"].pop("n_layers", None)
-        plan["axes"] = {"train": {"lr": [0.001, 0.01], "warmup": [0, 5]}}
+        if "n_layers" in plan["axes"].get("model", {}):  # a map over depth keeps it: 1 and 2 blocks
+            plan["axes"] = {"model": {"n_layers": [1, 2]}, "train": {"lr": [0.001, 0.01]}}
+        else:
+            plan["axes"] = {"train": {"lr": [0.001, 0.01], "warmup": [0, 5]}}
     params["defaults"]["model"]["n_layers"] = 1
     return params
 
@@ -223,7 +227,7 @@ def small_project(tmp_path) -> Project:
 
 
 # What a run or a report holds that the same parameters reproduce byte for byte (wall times are apart).
-DETERMINISTIC_RUN_FILES = ("metrics.json", "curve.csv", "model.pt")
+DETERMINISTIC_RUN_FILES = ("metrics.json", "curve.csv", "layers.csv", "model.pt")
 MLFLOW_STORE = ("mlflow.db", "mlflow.db.lock", "mlartifacts", "mlruns")
 
 

@@ -43,7 +43,7 @@ def test_a_misspelt_key_names_the_key_and_suggests_the_right_one():
 
 
 def test_a_bad_value_names_the_key_the_value_and_what_is_allowed():
-    with pytest.raises(ParamsError, match=r"'ablations.a.model.norm' = 'side': Input should be 'pre' or 'post'"):
+    with pytest.raises(ParamsError, match=r"'ablations.a.model.norm' = 'side': Input should be 'pre', 'post', 'peri', 'reordered' or 'mix'"):
         parse_params(minimal(model={"norm": "side"}))
 
 

@@ -90,11 +90,13 @@ def test_a_value_dvc_exp_run_wrote_as_a_string_is_the_number_in_the_cell_and_its
 
 
 def test_a_model_axis_names_its_cells_by_the_setting():
-    params = parse_params(a_map(axes={"model": {"n_layers": [2, 4]}, "train": {"lr": [0.01]}}))
+    params = parse_params(a_map(axes={"model": {"ffn_mult": [2, 4]}, "train": {"lr": [0.01]}}))
     cells = params.cells("m", "pre")
-    assert [c.cell for c in cells] == ["n_layers2_lr0.01", "n_layers4_lr0.01"]
-    assert [c.model.n_layers for c in cells] == [2, 4] and group_name(cells[1]) == "n_layers4"
-    assert group_words(cells[1], params.maps["m"].axes.grid()) == "n_layers 4"
+    assert [c.cell for c in cells] == ["ffn_mult2_lr0.01", "ffn_mult4_lr0.01"]
+    assert [c.model.ffn_mult for c in cells] == [2, 4] and group_name(cells[1]) == "ffn_mult4"
+    assert group_words(cells[1], params.maps["m"].axes.grid()) == "ffn_mult 4"
+    depth = parse_params(a_map(axes={"model": {"n_layers": [2, 4]}, "train": {"lr": [0.01]}}))
+    assert [c.cell for c in depth.cells("m", "pre")] == ["l2_lr0.01", "l4_lr0.01"]  # abbreviated, as lr and d
     assert group_words(parse_params(a_map()).cells("m", "pre")[1], A_AXES) == "warmup 10"
 
 

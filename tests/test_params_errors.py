@@ -49,7 +49,7 @@ MISTAKES = {
         r"'ablations.ffn_mult.variants.x1.model.ffn_mult' = 0: Input should be greater than 0"),
     "unknown norm": (
         "ablations.norm_order.variants.post.model.norm", "middle",
-        r"'ablations.norm_order.variants.post.model.norm' = 'middle': Input should be 'pre' or 'post'"),
+        r"'ablations.norm_order.variants.post.model.norm' = 'middle': Input should be 'pre', 'post', 'peri', 'reordered' or 'mix'"),
     "unknown activation": (
         "ablations.activation.variants.relu.model.activation", "tanh",
         r"'ablations.activation.variants.relu.model.activation' = 'tanh': Input should be 'gelu', 'relu' or 'silu'"),

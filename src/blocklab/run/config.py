@@ -157,7 +157,9 @@ class Axes(_Strict):
 # A map's figures (blocklab.analysis.plots): heatmap - final loss per cell, a panel per variant; lr - final loss against
 # the learning rate, a panel per group of cells, a line per variant; lr_by_variant - the same, a panel per
 # variant, a line per group (e.g. per width); sensitivity - LR sensitivity per group, a line per variant;
-# attention_logits - the largest attention logit against the learning rate, a panel per variant, a line per group.
+# attention_logits - the largest attention logit against the learning rate, a panel per variant, a line per group;
+# depth - final loss against the number of blocks, a panel per learning rate, a line per variant; layers - the
+# residual stream's RMS after each block, a panel per cell, a line per variant.
 MapFigureKind = Literal["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits", "depth", "layers"]
 
 
@@ -169,10 +171,17 @@ class Map(_Plan):
 
     @model_validator(mode="after")
     def _lr_figures_need_an_lr_axis(self) -> "Map":
-        wanting = [f for f in self.figures if f != "heatmap"]
+        wanting = [f for f in self.figures if f not in ("heatmap", "layers")]
         if wanting and "lr" not in self.axes.train:
             raise ValueError(f"figures {', '.join(wanting)} draw against the learning rate: the map needs an axis "
                              f"train.lr (or draw only: figures: [heatmap])")
+        return self
+
+    @model_validator(mode="after")
+    def _depth_figure_needs_a_depth_axis(self) -> "Map":
+        if "depth" in self.figures and "n_layers" not in self.axes.model:
+            raise ValueError("figure depth draws against the number of blocks: the map needs an axis model.n_layers "
+                             "(or leave depth out of figures)")
         return self
 
     @model_validator(mode="after")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from blocklab.run.config import RunSpec
-from blocklab.run.results import read_curve, read_metrics, read_timing
+from blocklab.run.results import LAYER_PROBES, read_curve, read_metrics, read_timing
 from blocklab.schedule.stages import stage_name
 
 
@@ -85,6 +85,16 @@ def curve_metrics(curve: pd.DataFrame, start_ms: int | None, end_ms: int | None)
             if pd.notna(value):
                 metrics.append(Metric(name, float(value), stamp, int(step)))
     return metrics
+
+
+def layer_metrics(layers: pd.DataFrame, start_ms: int | None, end_ms: int | None):
+    """layers.csv as MLflow metrics: each block's diagnostics at each evaluation step, named
+    `<probe>_l<block>` (resid_rms_l1, block_cos_l24, ...), so that MLflow charts a block's history."""
+    from mlflow.entities import Metric
+
+    stamps = dict(zip(layers["step"], _step_times(layers, start_ms, end_ms)))
+    return [Metric(f"{probe}_l{int(row['layer'])}", float(row[probe]), stamps[row["step"]], int(row["step"]))
+            for _, row in layers.iterrows() for probe in LAYER_PROBES if pd.notna(row[probe])]
 
 
 def run_tags(spec: RunSpec, key: str) -> dict[str, str]:
