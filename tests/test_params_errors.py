@@ -60,7 +60,7 @@ MISTAKES = {
     "unknown norm type": (
         "ablations.norm_type.variants.rmsnorm.model.norm_type", "batchnorm",
         r"'ablations.norm_type.variants.rmsnorm.model.norm_type' = 'batchnorm': Input should be 'layernorm', "
-        r"'rmsnorm' or 'none'"),
+        r"'rmsnorm', 'dyt' or 'none'"),
     "deepnorm with pre-norm": (
         "ablations.residual_scheme.variants.deepnorm.model.norm", "pre",
         r"residual: deepnorm is a post-norm scheme"),

@@ -1,8 +1,8 @@
 """Does this machine compute blocklab's bits? A few short runs, their weights' digests, and the committed ones.
 
-The runs exercise every kind of kernel the plan's runs use (LayerNorm and RMSNorm, GELU, ReLU and SwiGLU,
-attention with and without a norm on its queries and keys, post-norm, pre-norm and ReZero, muP's scaled
-products, z-loss, AdamW) on a corpus that needs no download: a fixed sequence of tokens, the same everywhere.
+The runs exercise every kind of kernel the plan's runs use (LayerNorm, RMSNorm and DyT's tanh, GELU, ReLU and
+SwiGLU, attention with and without a norm on its queries and keys, learned and rotary positions, post-norm,
+pre-norm, Peri-LN and ReZero, muP's scaled products, z-loss, AdamW) on a corpus that needs no download: a fixed sequence of tokens, the same everywhere.
 `reports/fingerprint.json` holds their digests as the committed results' machine computed them (the DVC stage
 `fingerprint`); `blocklab fingerprint` trains them again here and compares.
 """
@@ -30,6 +30,9 @@ RUNS = {
         ModelConfig(d_model=128, n_layers=2, parametrization="mup", base_width=64, qk_norm="layernorm",
                     norm="post", residual="deepnorm"),
         TrainConfig(steps=STEPS, lr=1e-2, warmup=5, device="cpu")),
+    "Peri-LN with DyT, rotary positions, no biases": (
+        ModelConfig(norm="peri", norm_type="dyt", rope=True, bias=False, n_layers=2),
+        TrainConfig(steps=STEPS, lr=3e-3, device="cpu")),
 }
 
 
