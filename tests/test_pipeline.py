@@ -55,10 +55,12 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     assert "| published" not in summary and "3.341 (seed 0)" not in summary
     curve = (small_project.root / "data/runs/norm_order/pre/seed0/curve.csv").read_text().splitlines()
     assert curve[0] == "step,loss,grad_norm,lr,val_loss,attn_logit_max,logit_log_z" and len(curve) == 13
+    layers = (small_project.root / "data/runs/norm_order/pre/seed0/layers.csv").read_text().splitlines()
+    assert layers[0] == "step,layer,resid_rms,resid_max_abs,block_cos,dyt_saturated" and len(layers) == 1 + 3 * 2
 
     figures = small_project.root / "reports" / "figures"
     for name, ablation in params["ablations"].items():
-        for kind in ["loss", "grad_norm", "final"] + [f"{'params' if k == 'param_shares' else k}" for k in ablation.get("figures", [])]:
+        for kind in ["loss", "grad_norm", "final", "layers"] + [f"{'params' if k == 'param_shares' else k}" for k in ablation.get("figures", [])]:
             png = figures / f"{name}_{kind}.png"
             assert png.stat().st_size > 10_000, png
             assert f"figures/{name}_{kind}.png" in summary, png

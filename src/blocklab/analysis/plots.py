@@ -308,7 +308,8 @@ def gradient_depths(table: dict, path: Path) -> Path:
 
 def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: pd.DataFrame, baselines: dict,
                      out_dir: Path, published: dict[str, float] | None = None) -> dict[str, Path]:
-    """Every figure of one ablation: loss curves, gradient norms, final losses, and its extra kinds;
+    """Every figure of one ablation: loss curves, gradient norms, final losses, the residual stream block by
+    block, and its extra kinds;
     `published` marks the lesson's figures by variant on the ladder (none on another corpus)."""
     title = _heading(name, "training loss", ablation.description)
     figures = {
@@ -317,6 +318,8 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
                                       out_dir / f"{name}_grad_norm.png"),
         "final": final_losses(runs, baselines, f"{name}: final training loss, every seed",
                               out_dir / f"{name}_final.png"),
+        "layers": residual_stream(runs, _heading(name, "the residual stream, block by block, at the end of training",
+                                                 ablation.description), out_dir / f"{name}_layers.png"),
     }
     extras = {
         "param_shares": lambda: parameters_and_shares(runs, _heading(name, "parameters", ablation.description),
@@ -332,9 +335,6 @@ def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: 
         "rungs": lambda: rungs(runs, baselines, _heading(name, "validation loss rung by rung, and what each rung "
                                                                "changes", ablation.description),
                                out_dir / f"{name}_rungs.png"),
-        "layers": lambda: residual_stream(runs, _heading(name, "the residual stream, block by block, at the end of "
-                                                               "training", ablation.description),
-                                          out_dir / f"{name}_layers.png"),
     }
     for kind in ablation.figures:
         figures[kind] = extras[kind]()

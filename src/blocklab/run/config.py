@@ -51,7 +51,7 @@ def _override_of(cls: type) -> type[BaseModel]:
 
 ModelOverride = _override_of(ModelConfig)
 TrainOverride = _override_of(TrainConfig)
-FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference", "rungs", "layers"]
+FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference", "rungs"]
 
 
 def _distinct(seeds: list[int]) -> list[int]:
