@@ -68,3 +68,26 @@ def test_every_run_records_each_blocks_values_at_each_evaluation_step(tmp_path):
     with open(tmp_path / "layers.csv") as f:
         rows = list(csv.reader(f))
     assert rows[0] == LAYER_COLUMNS and len(rows) == 1 + 9 and rows[-1][-1] == ""  # no DyT: empty
+
+
+@pytest.mark.parametrize("kind", ["bigram", "transformer"])
+def test_mlflow_gets_each_blocks_history_and_a_blockless_model_none(tmp_path, kind):
+    """A bigram has no blocks: its layers.csv is a header, and logging it to MLflow gives no metric (it once
+    failed the whole run's logging)."""
+    from blocklab.run.results import read_layers
+    from blocklab.tools.tracking.payloads import layer_curve_metrics
+
+    g = torch.Generator().manual_seed(1)
+    train, val = torch.randint(0, V, (5000,), generator=g), torch.randint(0, V, (2000,), generator=g)
+    with torch_threads(1):
+        run = train_run(ModelConfig(kind=kind, d_model=16, n_heads=2, n_layers=2, context=8),
+                        TrainConfig(steps=6, eval_interval=5, eval_windows=16, device="cpu"), 0, train, val, V)
+    write_run(tmp_path, run, tokens_per_step=32)
+    metrics = layer_curve_metrics(read_layers(tmp_path), 1_000, 2_000)
+    if kind == "bigram":
+        assert metrics == []
+        return
+    names = {m.key for m in metrics}
+    assert {"resid_rms_l1", "resid_rms_l2", "block_cos_l2", "resid_max_abs_l1"} <= names
+    assert not any(n.startswith("dyt_saturated") for n in names)  # no DyT, no empty values logged
+    assert sorted({m.step for m in metrics}) == [4, 5] and all(1_000 <= m.timestamp <= 2_000 for m in metrics)

@@ -10,14 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from conftest import ROOT
 
 from blocklab.run.config import ParamsError, load_params
 from blocklab.run.model import Block, DyT, TinyLM, build_model
 from blocklab.run.settings import ModelConfig
 
-from conftest import ROOT
-
-SMALL = dict(d_model=16, n_heads=2, context=8)
+SMALL = {"d_model": 16, "n_heads": 2, "context": 8}
 
 
 def _x(seed: int = 0) -> torch.Tensor:

@@ -11,12 +11,13 @@ import matplotlib
 import pandas as pd
 
 from blocklab.analysis.maps import cell_table, map_runs_frame
-from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plt, save_figure
+from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plain_log_ticks, plt, save_figure
 from blocklab.analysis.report import BLOWN_UP_MARGIN
 from blocklab.run.config import Params
 
 
 COLLAPSED_COLOUR, BLOWN_UP_COLOUR = "0.82", "#e8a09a"  # cells where no seed trained: apart from the scale
+ROW_INCHES = 8.0  # a row of panels a README shows at 800 px
 
 
 def _panels(count: int, width: float, height: float, columns: int = 2, **options):
@@ -69,7 +70,10 @@ def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -
     scale = trained if len(trained) else cells["val_loss_mean"].dropna()
     norm = Normalize(float(scale.min()), float(scale.max()), clip=True)
     colours = matplotlib.colormaps["viridis_r"]
-    fig, panels = _panels(len(variants), 0.62 * len(lrs) + 1.0, 0.48 * len(groups) + 1.0, sharey=True)
+    width = 0.62 * len(lrs) + 1.0
+    # narrow panels (few learning rates) go more to a row, so that the legend and the titles fit
+    fig, panels = _panels(len(variants), width, 0.48 * len(groups) + 1.0, columns=max(2, int(ROW_INCHES // width)),
+                          sharey=True)
     for ax, label in zip(panels, variants):
         mine = cells[cells["label"] == label].set_index(["group", "lr"])
         image = np.ones((len(groups), len(lrs), 4))
@@ -85,7 +89,7 @@ def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -
         ax.imshow(image, aspect="auto")
         ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs], fontsize=8)
         ax.set_yticks(range(len(groups)), [words[g] for g in groups], fontsize=8)
-        ax.set_title(label, fontsize=10)
+        ax.set_title(textwrap.fill(label, int(10 * width)), fontsize=10)  # 10 characters an inch fit
         ax.set_xlabel("learning rate", fontsize=8)
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm, colours), ax=panels, shrink=0.9, extend="max")
     bar.set_label(f"final validation loss, seed mean (scale: the cells\nwhere every seed trained, "
@@ -250,9 +254,7 @@ def residual_stream_by_cell(params: Params, name: str, metrics: dict, title: str
         settings = {"model": spec.model, "train": spec.train}
         words = ", ".join(f"{field} {getattr(settings[section], field):g}" for section, field, _ in grid)
         ax.set(yscale="log", title=words, xlabel="block")
-        plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(plain)
+        plain_log_ticks(ax.yaxis)
         ax.title.set_fontsize(9)
         ax.xaxis.get_major_locator().set_params(integer=True)
     for ax in axes[::2]:

@@ -3,6 +3,7 @@ A map's figures: blocklab.analysis.map_plots."""
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 from pathlib import Path
 
@@ -57,6 +58,13 @@ def _heading(name: str, what: str, description: str | None) -> str:
         return f"{name}: {what}"
     return f"{name}: {what}\n" + textwrap.fill(textwrap.shorten(description, 2 * TITLE_WIDTH, placeholder=" …"),
                                                 TITLE_WIDTH)
+
+
+def plain_log_ticks(axis) -> None:
+    """A log axis labelled 2, 3, 10 rather than 2x10^0: a reader's numbers."""
+    plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
+    axis.set_major_formatter(plain)
+    axis.set_minor_formatter(plain)
 
 
 def _band(ax, curves: pd.DataFrame, column: str, label: str, smooth: bool = True, **style) -> None:
@@ -223,9 +231,9 @@ def rungs(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
     left.set(xlim=(low, max(wide.max().max(), max(means)) + 0.03), xlabel=f"validation {LOSS_LABEL}")
     left.set_yticks(y, [labels[v] for v in order], fontsize=8)
     left.invert_yaxis()
-    left.legend(fontsize=7, loc="lower right")
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)  # below: the bars fill the axes
     right.axvline(0, color="0.35", lw=1)
-    for i, (before, rung) in enumerate(zip(order, order[1:]), start=1):
+    for i, (before, rung) in enumerate(itertools.pairwise(order), start=1):
         step = (wide[rung] - wide[before]).dropna()
         colour = "C2" if step.mean() + half_width(step) < 0 else "C3" if step.mean() - half_width(step) > 0 else "0.5"
         right.errorbar(step.mean(), i, xerr=half_width(step), fmt="o", color=colour, capsize=4)
@@ -234,7 +242,7 @@ def rungs(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
                        ha="center", fontsize=7)
     right.set(xlabel="change from the rung above (nats, paired by seed; 95% t interval)")
     right.set_title("green: lowers the loss; red: raises it; grey: undecided", fontsize=8)
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    fig.suptitle(title, fontsize=10)  # _heading's lines, already wrapped
     return save_figure(fig, path)
 
 
@@ -256,11 +264,12 @@ def residual_stream(runs: pd.DataFrame, title: str, path: Path) -> Path:
             if len(per_seed) > 1:
                 ax.fill_between(layers, per_seed.min(), per_seed.max(), color=line.get_color(), alpha=0.15, lw=0)
     left.set(xlabel="block", ylabel="RMS of the residual stream after the block (log scale)", yscale="log")
+    plain_log_ticks(left.yaxis)
     right.set(xlabel="block", ylabel="cos(block input, block output), mean over positions")
     for ax in (left, right):
         ax.xaxis.get_major_locator().set_params(integer=True)
     left.legend(fontsize=7, title="seed mean; band = seed range", title_fontsize=7)
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    fig.suptitle(title, fontsize=10)  # _heading's lines, already wrapped
     return save_figure(fig, path)
 
 

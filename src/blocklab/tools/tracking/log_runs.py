@@ -13,7 +13,8 @@ from blocklab.run.config import Params, RunSpec
 from blocklab.run.results import read_curve, read_layers, read_metrics, read_timing, run_dir
 from blocklab.tools.tracking.claiming import COMPLETE, claim, complete_run, delete_incomplete, stored_runs
 from blocklab.tools.tracking.payloads import (
-    BATCH, curve_metrics, flat_params, layer_metrics, run_key, run_tags, speed, training_times, variant_key, variant_metrics,
+    BATCH, curve_metrics, flat_params, layer_curve_metrics, run_key, run_tags, speed, training_times, variant_key,
+    variant_metrics,
 )
 from blocklab.tools.tracking.store import (
     EXPERIMENT_IDS, PARENT_TAG, client_for, ensure_store, experiment_id_of, failure_reason, fluent_tracking_uri,
@@ -50,7 +51,7 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
     final.update({f"baseline_{k}": float(v) for k, v in baselines.items()})
     final.update(speed(directory, recorded["steps"]))
     metrics = curve_metrics(read_curve(directory), start_ms, end_ms) + [Metric(k, v, now, 0) for k, v in final.items()]
-    metrics += layer_metrics(read_layers(directory), start_ms, end_ms)
+    metrics += layer_curve_metrics(read_layers(directory), start_ms, end_ms)
     _log_all(client, run_id, metrics, [Param(k, v) for k, v in flat_params(spec, seed).items()])
     client.log_artifact(run_id, str(Path(directory) / "curve.csv"))
     client.log_artifact(run_id, str(Path(directory) / "layers.csv"))

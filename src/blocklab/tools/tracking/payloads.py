@@ -87,11 +87,14 @@ def curve_metrics(curve: pd.DataFrame, start_ms: int | None, end_ms: int | None)
     return metrics
 
 
-def layer_metrics(layers: pd.DataFrame, start_ms: int | None, end_ms: int | None):
+def layer_curve_metrics(layers: pd.DataFrame, start_ms: int | None, end_ms: int | None):
     """layers.csv as MLflow metrics: each block's diagnostics at each evaluation step, named
-    `<probe>_l<block>` (resid_rms_l1, block_cos_l24, ...), so that MLflow charts a block's history."""
+    `<probe>_l<block>` (resid_rms_l1, block_cos_l24, ...), so that MLflow charts a block's history. A model
+    without blocks (the bigram) has none."""
     from mlflow.entities import Metric
 
+    if layers.empty:
+        return []
     stamps = dict(zip(layers["step"], _step_times(layers, start_ms, end_ms)))
     return [Metric(f"{probe}_l{int(row['layer'])}", float(row[probe]), stamps[row["step"]], int(row["step"]))
             for _, row in layers.iterrows() for probe in LAYER_PROBES if pd.notna(row[probe])]
