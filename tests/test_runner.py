@@ -143,6 +143,38 @@ def test_a_runs_numbers_do_not_depend_on_how_many_threads_the_machine_has():
     assert len({r.stdout for r in results.values()}) == 1
 
 
+# Eight runs whose results are big (a 7 MB state dict each) end at about the same time; the first result back
+# raises KeyboardInterrupt in this process, as a Ctrl-C there would, while other workers still send theirs.
+INTERRUPTED_SCRIPT = textwrap.dedent("""
+    import torch
+    from blocklab.run.settings import ModelConfig, TrainConfig
+    from blocklab.run.data import Corpus
+    from blocklab.run.cell import Job
+    from blocklab.schedule.pool import train_runs
+    g = torch.Generator().manual_seed(0)
+    train, val = torch.randint(0, 65, (20000,), generator=g), torch.randint(0, 65, (4000,), generator=g)
+    model = ModelConfig(d_model=512, n_layers=2)
+    cfg = TrainConfig(steps=2, eval_interval=2, eval_windows=4, device="cpu")
+    jobs = [Job(f"a/v/seed{seed}", model, cfg, seed) for seed in range(8)]
+
+    def interrupt(job, result):
+        raise KeyboardInterrupt
+
+    train_runs(jobs, Corpus(chars=[chr(40 + i) for i in range(65)], train=train, val=val), workers=4,
+               progress=False, on_result=interrupt)
+""")
+
+
+def test_an_interrupt_while_workers_send_results_back_ends_the_pool_at_once():
+    """The hang of an interrupted prefetch (issue 43's CI): interrupted, the pool's owner used to kill its
+    workers, one of them mid-way through sending a result, and the executor's thread that was reading it waited
+    forever for the rest of the message, so the process never exited (the old code hung here on every try).
+    Now the workers end their runs between two steps and leave; the interrupt reaches the caller."""
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_SCRIPT], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode != 0 and done.stderr.rstrip().endswith("KeyboardInterrupt"), done.stderr
+
+
 def test_a_worker_that_stops_making_progress_fails_the_stage_naming_its_run(small_project):
     """SIGSTOP a seed's worker: with the stall limit at 3 s the stage kills it and says what to do."""
     project = small_project

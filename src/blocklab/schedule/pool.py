@@ -11,6 +11,11 @@ several runs trains, and is the one place that forks, waits and gives up:
   threads waits on a futex forever), so forking is safe whatever the parent did first.
 - Nothing waits forever: a worker that completes no step for `$BLOCKLAB_STALL_MINUTES` (default 10)
   minutes is killed and the stage fails naming its run; a worker that dies fails the stage at once.
+- A Ctrl-C stops the workers between two steps, not wherever it lands: they ignore SIGINT, and this process,
+  interrupted, asks them to stop and waits for them. A worker killed while it sends a result back leaves half a
+  message in the pool's result pipe, and the executor's manager thread, reading it, waits forever for the rest
+  (this process hung at exit; a prefetch Ctrl-C'd in the full test suite did). Only a stalled worker, which
+  sends nothing, is killed.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -42,6 +47,10 @@ _worker: dict = {}
 
 class WorkerDied(BlocklabError):
     """A local worker process ended without its result (killed, out of memory): the pool is gone."""
+
+
+class Stopped(Exception):
+    """A worker's run ended between two steps because this process asked its workers to stop."""
 
 
 def train_runs(jobs: Sequence[Job], corpus: Corpus, workers: int | None = None, progress: bool = True,
@@ -77,11 +86,12 @@ def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool,
     taken = context.RawArray("d", len(jobs))  # when a worker took each job
     pids = context.RawArray("i", len(jobs))
     slots = context.Value("i", 0)  # how many workers have started: each one's progress-bar line
+    stop = context.RawValue("b", 0)  # set: every worker ends its run after the step it is in
     stall = stall_seconds()
     results: dict[str, RunResult] = {}
     # The corpus reaches the workers by fork, once, not pickled with every job.
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
-                             initargs=(heartbeats, taken, pids, slots, corpus, progress)) as pool:
+                             initargs=(heartbeats, taken, pids, slots, stop, corpus, progress)) as pool:
         futures = {pool.submit(_train_job, index, job): index for index, job in enumerate(jobs)}
         pending = set(futures)
         try:
@@ -97,7 +107,8 @@ def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool,
                 now = time.time()
                 stalled = [futures[f] for f in pending if heartbeats[futures[f]] and now - heartbeats[futures[f]] > stall]
                 if stalled:
-                    _kill(pids)
+                    stop.value = 1
+                    _kill(pids[i] for i in stalled)
                     raise BlocklabError(
                         f"{', '.join(jobs[i].key for i in stalled)}: no training step completed for "
                         f"{stall / 60:g} minutes, so its worker (pid {', '.join(str(pids[i]) for i in stalled)}) "
@@ -109,27 +120,37 @@ def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool,
             raise WorkerDied(
                 f"a worker training {', '.join(running) or 'these runs'} died (killed, or out of memory?): "
                 f"nothing was written; run the stage again (`dvc repro`)") from None
-        except BaseException:
-            _kill(pids)
+        except BaseException:  # a Ctrl-C, or an error here: the workers end their runs, then leave the pool
+            stop.value = 1
+            pool.shutdown(wait=True, cancel_futures=True)
             raise
     return {job.key: results[job.key] for job in jobs}
 
 
-def _start_worker(heartbeats, taken, pids, slots, corpus: Corpus, progress: bool) -> None:
+def _start_worker(heartbeats, taken, pids, slots, stop, corpus: Corpus, progress: bool) -> None:
     torch.set_num_threads(THREADS)  # first, before any torch work in this process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the whole group: the pool's owner decides
     with slots.get_lock():
         position = slots.value
         slots.value += 1
-    _worker.update(heartbeats=heartbeats, taken=taken, pids=pids, corpus=corpus, progress=progress,
+    _worker.update(heartbeats=heartbeats, taken=taken, pids=pids, stop=stop, corpus=corpus, progress=progress,
                    position=position)
 
 
 def _train_job(index: int, job: Job) -> RunResult:
-    heartbeats = _worker["heartbeats"]
+    heartbeats, stop = _worker["heartbeats"], _worker["stop"]
+    if stop.value:
+        raise Stopped(job.key)
     _worker["taken"][index] = heartbeats[index] = time.time()
     _worker["pids"][index] = os.getpid()
+
+    def on_step(step: int) -> None:
+        heartbeats[index] = time.time()
+        if stop.value:
+            raise Stopped(f"{job.key} at step {step}")
+
     return _as_bytes(run_cell(job, _worker["corpus"], _worker["progress"], position=_worker["position"],
-                              on_step=lambda step: heartbeats.__setitem__(index, time.time())))
+                              on_step=on_step))
 
 
 # A result crosses from a worker to this process as bytes, its weights saved by torch: handed over as tensors,
@@ -151,7 +172,7 @@ def _with_tensors(result: RunResult) -> RunResult:
     return result
 
 
-def _kill(pids) -> None:
+def _kill(pids: Iterable[int]) -> None:
     for pid in set(pids) - {0}:
         try:
             os.kill(pid, signal.SIGKILL)
