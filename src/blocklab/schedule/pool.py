@@ -106,8 +106,7 @@ def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool,
                         on_result(jobs[index], result)
                 now = time.time()
                 stalled = [futures[f] for f in pending if heartbeats[futures[f]] and now - heartbeats[futures[f]] > stall]
-                if stalled:
-                    stop.value = 1
+                if stalled:  # killed, it sends nothing; the others stop below, on the way out
                     _kill(pids[i] for i in stalled)
                     raise BlocklabError(
                         f"{', '.join(jobs[i].key for i in stalled)}: no training step completed for "
