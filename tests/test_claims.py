@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -310,6 +311,29 @@ def test_every_claim_marked_known_to_fail_is_listed_in_the_docs_with_its_reason(
     for claim in load_claims(ROOT / "claims.yaml"):
         if claim.known_to_fail:
             assert claim.id in readme and claim.known_to_fail in readme, claim.id
+
+
+def quoted(value: float) -> set[str]:
+    """How a reason may write a measured value: to 3 or 4 decimals, or 3 or 4 significant digits (no sign)."""
+    value = abs(value)
+    return {f"{value:.3f}", f"{value:.4f}", f"{value:.3g}", f"{value:.4g}"}
+
+
+def test_every_known_to_fail_reason_quotes_what_the_committed_reports_measured():
+    """A reason is typed by hand in claims.yaml, with the numbers it argues from: it must quote its claim's measured
+    value as reports/claims.json has it (each value, for a list), so a retrain that moves the value fails here,
+    naming the claim, instead of leaving a reason that argues from another run's numbers (the modern ladder's
+    rotary rung kept its 5,000-step numbers after the retrain at 3,000)."""
+    verdicts = json.loads((ROOT / "reports/claims.json").read_text())
+    stale = {}
+    for claim in load_claims(ROOT / "claims.yaml"):
+        if claim.known_to_fail:
+            measured = verdicts[claim.id]["measured"]
+            numbers = set(re.findall(r"\d+(?:\.\d+)?", claim.known_to_fail))
+            missing = [v for v in (measured if isinstance(measured, list) else [measured]) if not quoted(v) & numbers]
+            if missing:
+                stale[claim.id] = missing
+    assert stale == {}, f"these reasons do not quote the measured values (reports/claims.json): {stale}"
 
 
 NOISY = {"baselines": METRICS["baselines"], "runs": {

@@ -1,6 +1,7 @@
 import pandas as pd
 from scipy import stats
 
+from blocklab.analysis.plots import TITLE_WIDTH, _heading
 from blocklab.analysis.reference import load_reference
 from blocklab.analysis.report import finding, gradient_section, variant_table
 from blocklab.run.config import load_params
@@ -95,3 +96,13 @@ def test_the_exercise_figure_draws_the_curves_and_each_variants_paired_differenc
     path = paired_difference(pd.DataFrame(rows), {"unigram": 3.3, "uniform": 4.17}, "t", tmp_path / "d.png",
                              smoothing=10)
     assert path.stat().st_size > 10_000
+
+
+def test_a_figures_title_holds_the_description_in_at_most_two_lines_of_the_title_width():
+    """Shortened to two lines' characters and then wrapped, a description took three lines (the modern ladder's), and
+    its third ran into an axis label; now it is cut at two whole lines, ending in an ellipsis."""
+    description = " ".join(f"word{i}" for i in range(200))
+    first, *rest = _heading("modern_ladder", "training loss", description).split("\n")
+    assert first == "modern_ladder: training loss"
+    assert len(rest) == 2 and all(len(line) <= TITLE_WIDTH for line in rest) and rest[-1].endswith(" …")
+    assert _heading("a", "b", "short  and\n  spread").split("\n") == ["a: b", "short and spread"]

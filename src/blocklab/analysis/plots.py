@@ -56,8 +56,8 @@ def _heading(name: str, what: str, description: str | None) -> str:
     """A figure's title: what it shows, then the ablation's description in at most two more lines."""
     if not description:
         return f"{name}: {what}"
-    return f"{name}: {what}\n" + textwrap.fill(textwrap.shorten(description, 2 * TITLE_WIDTH, placeholder=" …"),
-                                                TITLE_WIDTH)
+    return "\n".join([f"{name}: {what}", *textwrap.wrap(" ".join(description.split()), TITLE_WIDTH, max_lines=2,
+                                                        placeholder=" …")])
 
 
 def plain_log_ticks(axis) -> None:
