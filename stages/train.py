@@ -1,7 +1,8 @@
 """DVC stages `train_<ablation>@<variant>` and `map_<map>@<variant>`: every seed of an ablation's variant, or
 every cell of a map's variant, every seed, into the stage's output, copied from the run store, which trains
 first what it lacks (`blocklab.schedule.plan.stage_runs`): side by side in one-thread workers, or on a Dask cluster
-(`$BLOCKLAB_DASK_SCHEDULER`, blocklab.schedule.cluster). `blocklab prefetch` trains the whole plan's runs ahead."""
+(`$BLOCKLAB_DASK_SCHEDULER`, blocklab.schedule.cluster). Each run's record (what git keeps of it) goes to
+`--records`, reports/runs/<ablation>/<variant>/ in dvc.yaml. `blocklab prefetch` trains the whole plan's runs ahead."""
 
 import os
 import time
@@ -24,6 +25,9 @@ from blocklab.schedule.stages import STORE_DIR
 @click.option("--variant", required=True, help="Variant name (<ablations|maps>.<name>.variants.<variant>).")
 @click.argument("encoded", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--records", "records_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where each run's record goes, in the layout of OUT_DIR: its deterministic files and settings, "
+                   "committed to git (blocklab.run.results.write_record) [default: none written].")
 @params_option
 @click.option("--checkpoints", "checkpoint_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where long runs keep checkpoints to resume from (outside DVC's outputs, which DVC "
@@ -37,7 +41,7 @@ from blocklab.schedule.stages import STORE_DIR
               help="A Dask scheduler (tcp://host:8786) to submit the runs to instead of the local workers "
                    "[default: $BLOCKLAB_DASK_SCHEDULER, else the local workers].")
 @reports_errors
-def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file: str,
+def main(ablation: str, variant: str, encoded: Path, out_dir: Path, records_dir: Path | None, params_file: str,
          checkpoint_dir: Path | None, store_dir: Path, workers: int | None, scheduler: str | None) -> None:
     started = time.time()
     params = load_params(params_file)
@@ -45,8 +49,8 @@ def main(ablation: str, variant: str, encoded: Path, out_dir: Path, params_file:
                         None if checkpoint_dir is None else lambda _: checkpoint_dir)
     if workers is None and ablation in params.maps:
         workers = os.cpu_count() or 1
-    results = stage_runs(runs, lambda: load_corpus(encoded), RunStore(store_dir), out_dir, workers=workers,
-                         scheduler=scheduler_address(scheduler), name=f"{ablation}/{variant}", echo=click.echo)
+    results = stage_runs(runs, lambda: load_corpus(encoded), RunStore(store_dir), out_dir, records=records_dir,
+                         workers=workers, scheduler=scheduler_address(scheduler), name=f"{ablation}/{variant}", echo=click.echo)
     if results:
         training = sum(r.seconds for r in results.values())
         overhead = sum(r.cell_seconds - r.seconds for r in results.values())

@@ -227,7 +227,7 @@ def small_project(tmp_path) -> Project:
 
 
 # What a run or a report holds that the same parameters reproduce byte for byte (wall times are apart).
-DETERMINISTIC_RUN_FILES = ("metrics.json", "curve.csv", "layers.csv", "model.pt")
+DETERMINISTIC_RUN_FILES = ("metrics.json", "curve.csv", "layers.csv", "weights.sha256", "sample.txt", "model.pt")
 MLFLOW_STORE = ("mlflow.db", "mlflow.db.lock", "mlartifacts", "mlruns")
 
 

@@ -17,7 +17,7 @@ def stage_block(name: str, section: str = "ablations") -> str:
     return f"""  {stage}_{name}:
     foreach: ${{{section}.{name}.variants}}
     do:
-      cmd: python stages/train.py --ablation {name} --variant ${{key}} --checkpoints data/checkpoints/{name}/${{key}} data/encoded data/runs/{name}/${{key}}
+      cmd: python stages/train.py --ablation {name} --variant ${{key}} --checkpoints data/checkpoints/{name}/${{key}} --records reports/runs/{name}/${{key}} data/encoded data/runs/{name}/${{key}}
       deps: *train_deps
       params:
         - defaults
@@ -27,6 +27,8 @@ def stage_block(name: str, section: str = "ablations") -> str:
 {extra}        - {section}.{name}.variants.${{key}}
       outs:
         - data/runs/{name}/${{key}}
+        - reports/runs/{name}/${{key}}:
+            cache: false
 """
 
 

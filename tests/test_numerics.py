@@ -4,6 +4,7 @@ computes on the pinned path or refuses to, and a machine of the committed result
 from __future__ import annotations
 
 import json
+import shutil
 import re
 import os
 import subprocess
@@ -156,25 +157,25 @@ def test_blocklab_fingerprint_exits_0_on_the_committed_bits_and_1_naming_a_diffe
 @same_family
 def test_blocklab_audit_retrains_committed_runs_and_names_each_that_differs_and_how(tmp_path):
     project = copy_project(tmp_path / "project", SHARED_CORPUS)
-    for name in ("metrics.json", "weights.json", "fingerprint.json"):
-        (project.root / "reports").mkdir(exist_ok=True)
-        (project.root / "reports" / name).write_bytes((ROOT / "reports" / name).read_bytes())
-    project.run("dvc", "repro", "encode")
     runs = ["depth/l1/seed0", "proxies/standard/d32_lr0.01/seed1"]
+    (project.root / "reports").mkdir(exist_ok=True)
+    (project.root / "reports/fingerprint.json").write_bytes((ROOT / "reports/fingerprint.json").read_bytes())
+    for run in runs:
+        shutil.copytree(ROOT / "reports/runs" / run, project.root / "reports/runs" / run)
+    project.run("dvc", "repro", "encode")
     args = ["blocklab", "audit", *(a for run in runs for a in ("--runs", run))]
     same = project.run(*args, check=False)
     assert same.returncode == 0, same.stdout + same.stderr
     assert "2 of 2 runs reproduce the committed ones bit for bit" in same.stdout
-    metrics = json.loads((project.root / "reports/metrics.json").read_text())
-    metrics["runs"][runs[0]]["val_loss"] += 1e-9
-    (project.root / "reports/metrics.json").write_text(json.dumps(metrics))
-    weights = json.loads((project.root / "reports/weights.json").read_text())
-    weights[runs[1]] = "0" * 64
-    (project.root / "reports/weights.json").write_text(json.dumps(weights))
+    record = project.root / "reports/runs" / runs[0] / "metrics.json"
+    metrics = json.loads(record.read_text())
+    metrics["val_loss"] += 1e-9
+    record.write_text(json.dumps(metrics))
+    (project.root / "reports/runs" / runs[1] / "weights.sha256").write_text("0" * 64 + "\n")
     differs = project.run(*args, check=False)
     assert differs.returncode == 1
     assert f"DIFFERS  {runs[0]}: val_loss" in differs.stdout and "committed" in differs.stdout
-    assert f"DIFFERS  {runs[1]}: weights" in differs.stdout and "0 of 2 runs reproduce" in differs.stdout
+    assert f"DIFFERS  {runs[1]}: weights.sha256 differs" in differs.stdout and "0 of 2 runs reproduce" in differs.stdout
 
 
 @pytest.mark.slow

@@ -299,9 +299,9 @@ def fingerprint(committed: str) -> None:
 @reports_errors
 def audit(run_keys: tuple[str, ...], sample_size: int | None, encoded: str, other_family: str,
           params_file: str) -> None:
-    """Retrain committed runs from scratch (no run store, no checkpoint) and compare each with what the
-    commit records of it: every figure in reports/metrics.json, exactly, and its weights' digest in
-    reports/weights.json. Different commits sample different runs.
+    """Retrain committed runs from scratch (no run store, no checkpoint) and compare each with its committed
+    record in reports/runs/<run>/: every file, byte for byte (metrics, loss curve, per-block diagnostics, the
+    weights' digest, the text sample) and its settings. Different commits sample different runs.
 
     \b
     blocklab audit                               one run of every ablation and map (a few minutes)

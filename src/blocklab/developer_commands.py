@@ -114,7 +114,7 @@ def docs(check_only: bool, walkthrough: bool) -> None:
     """The numbers of README.md and docs/*.md that the pipeline produces live in generated blocks
     (`<!-- generated: KIND ARGS -->` ... `<!-- end: KIND -->`), written from the committed reports: the
     findings' verdicts, measured values and intervals, their count, the claims marked known to fail, samples,
-    and the walk-through's real outputs (docs/walkthrough/). Run it after `make repro` and commit with the
+    the size of the runs' records (reports/runs), and the walk-through's real outputs (docs/walkthrough/). Run it after `make repro` and commit with the
     reports; CI runs --check."""
     from blocklab.tools.docs import capture_walkthrough, stale, write
 

@@ -18,6 +18,7 @@ from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
 from blocklab.run.numerics import check_pinned
 from blocklab.run.results import RunResult
+from blocklab.run.sample import recorded_sample
 from blocklab.run.threads import torch_threads
 from blocklab.run.training import resolve_device, train_run
 
@@ -46,7 +47,12 @@ def run_cell(job: Job, corpus: Corpus, progress: bool = False, position: int = 0
                vocab_size=corpus.vocab_size, progress=job.key if progress else None, position=position,
                checkpoint=job.checkpoint, on_step=on_step)
     if resolve_device(job.train.device).type != "cpu":
-        return train_run(**run)
-    check_pinned(job.family)
-    with torch_threads(THREADS):
-        return train_run(**run)
+        result = train_run(**run)
+    else:
+        check_pinned(job.family)
+        with torch_threads(THREADS):
+            result = train_run(**run)
+    if result.weights is not None:  # the sample is drawn on the CPU at one thread, after training, whatever trained
+        with torch_threads(THREADS):
+            result.sample = recorded_sample(job.model, result.weights, corpus.chars)
+    return result

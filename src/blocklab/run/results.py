@@ -9,10 +9,16 @@
     <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds, tokens/s, start and end of its training,
                                                       the step it resumed from, its wall time in the runner
                                                       (`cell_seconds`, set-up included; not deterministic)
+    <runs>/<ablation>/<variant>/seed<k>/weights.sha256 the final weights' digest (`weights_digest`)
+    <runs>/<ablation>/<variant>/seed<k>/sample.txt    what the final model writes (blocklab.run.sample; no file if
+                                                      its weights are not finite)
     <runs>/<ablation>/<variant>/seed<k>/model.pt      the final weights with what rebuilds the model: its resolved
                                                       settings and the vocabulary (`sampling.read_model`)
 
 A map's runs lie one folder deeper, by cell: <runs>/<map>/<variant>/<cell>/seed<k>/.
+
+A run's record (`write_record`) is what git keeps of it, under reports/runs/ in the same layout: every file
+above that is deterministic (all but timing.json and model.pt), and its resolved settings (settings.json).
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ LAYER_PROBES = ("resid_rms", "resid_max_abs", "block_cos", "dyt_saturated")
 LAYER_COLUMNS = ["step", "layer", *LAYER_PROBES]
 MODEL_FILE = "model.pt"
 MODEL_FORMAT = 1
+DIGEST_FILE = "weights.sha256"
+SAMPLE_FILE = "sample.txt"
+SETTINGS_FILE = "settings.json"
+# What a run's record copies of its files (the run's own bytes), besides its settings.json
+RECORDED_FILES = ("metrics.json", "curve.csv", "layers.csv", DIGEST_FILE, SAMPLE_FILE)
 
 
 @dataclass
@@ -50,6 +61,7 @@ class RunResult:
     ended_at: float = 0.0
     cell_seconds: float = 0.0  # its wall time in `blocklab.schedule.pool`, set up and results included (set there)
     layers: list[dict] = field(default_factory=list)  # LAYER_COLUMNS: per evaluation step and block
+    sample: str | None = None  # what the final model writes (blocklab.run.sample; None: weights not finite)
 
 
 def weights_digest(weights: dict) -> str:
@@ -99,11 +111,29 @@ def write_run(directory: Path, result: RunResult, tokens_per_step: int, model: "
          "resumed_from_step": result.resumed_from, "started_at": result.started_at, "ended_at": result.ended_at,
          "cell_seconds": result.cell_seconds},
     )
+    if result.weights is not None:
+        (directory / DIGEST_FILE).write_text(weights_digest(result.weights) + "\n")
+    if result.sample is not None:
+        (directory / SAMPLE_FILE).write_text(result.sample, encoding="utf-8")
     if model is not None and result.weights is not None:
         import torch  # here: the stages that only read results need no torch
 
         torch.save({"format": MODEL_FORMAT, "model": asdict(model), "chars": list(chars), "state_dict": result.weights},
                    directory / MODEL_FILE)
+
+
+def write_record(run_folder: Path, record: Path, settings: dict) -> None:
+    """A run's record in `record`: its deterministic files, copied from `run_folder` as they are, and `settings`
+    (its resolved settings) as settings.json. A file the run did not write (a sample) is not there either."""
+    record = Path(record)
+    record.mkdir(parents=True, exist_ok=True)
+    for name in RECORDED_FILES:
+        source = Path(run_folder) / name
+        if source.exists():
+            (record / name).write_bytes(source.read_bytes())
+        else:
+            (record / name).unlink(missing_ok=True)
+    write_json(record / SETTINGS_FILE, settings)
 
 
 def read_metrics(directory: Path) -> dict:

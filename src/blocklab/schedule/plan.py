@@ -11,7 +11,7 @@ checked against the entry's manifest. So the stage and the prefetch cannot disag
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from blocklab.run.config import RunSpec
 from blocklab.run.data import Corpus
-from blocklab.run.results import read_metrics, read_timing, run_dir, write_json, write_run
+from blocklab.run.results import read_metrics, read_timing, run_dir, write_json, write_record, write_run
 from blocklab.schedule.run_store import DamagedEntry, RunKeys, RunStore
 
 if TYPE_CHECKING:  # the trainer (torch: 2-3 s to import) is imported only when a run trains, so that a stage
@@ -55,6 +55,10 @@ class PlannedRun:
     def key(self) -> str:
         """Its run key, e.g. `norm_order/post/seed0`."""
         return self.spec.key(self.seed)
+
+    def settings(self) -> dict:
+        """What its record keeps of its settings: its run key, seed, and resolved model and training settings."""
+        return {"run": self.key, "seed": self.seed, "model": asdict(self.spec.model), "train": asdict(self.spec.train)}
 
     def job(self) -> Job:
         from blocklab.run.cell import Job
@@ -171,11 +175,12 @@ def ensure_stored(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunSt
 
 
 def stage_runs(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunStore, out_dir: Path, *,
-               workers: int | None = None, scheduler: str | None = None, name: str = "the stage", echo=print
-               ) -> dict[str, RunResult]:
+               records: Path | None = None, workers: int | None = None, scheduler: str | None = None,
+               name: str = "the stage", echo=print) -> dict[str, RunResult]:
     """A train stage's work: every run of `runs` into its folder under `out_dir`, copied from the run store,
-    which trains the runs it lacks first (`ensure_stored`). A run another run key trained first (equal
-    settings) records where it came from (`reused_from` in its timing.json). Returns the results trained here."""
+    which trains the runs it lacks first (`ensure_stored`), and its record into the same folder under `records`
+    (`write_record`: what git keeps of it). A run another run key trained first (equal settings) records where
+    it came from (`reused_from` in its timing.json). Returns the results trained here."""
     trained: dict[str, RunResult] = {}
     pending = list(runs)
     for attempt in range(2):  # a second time only for an entry damaged between training and copying
@@ -192,6 +197,8 @@ def stage_runs(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunStore
                 echo(str(err))
                 damaged.append(run)
                 continue
+            if records is not None:
+                write_record(directory, run_dir(run.spec.directory(records), run.seed), run.settings())
             if origin != run.key:
                 write_json(directory / "timing.json", {**read_timing(directory), "reused_from": origin})
                 echo(f"{run.key}: the same run as {origin} (equal settings): copied, not trained again")

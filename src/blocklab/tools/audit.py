@@ -1,8 +1,9 @@
 """Do the committed results reproduce? Retrain committed runs from nothing and compare them, bit for bit.
 
 `blocklab audit` trains the runs it is given (or a sample of the plan chosen from the commit) without the run
-store, and compares each with what the commit records of it: its figures in `reports/metrics.json` (every one,
-exactly) and its weights' digest in `reports/weights.json`. The landing gate audits a sample that covers every
+store, and compares each with its committed record (reports/runs/<run key>/, `blocklab.run.results.write_record`):
+every file the retrained run writes there, byte for byte (its metrics field by field, its curve, per-block
+diagnostics, weights' digest and sample), and its settings. The landing gate audits a sample that covers every
 ablation and map (`sample`), a different one for every commit.
 """
 
@@ -12,14 +13,14 @@ import json
 import os
 import random
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from blocklab.errors import BlocklabError
 from blocklab.run.config import Params, RunSpec
 
-METRICS_FILE = Path("reports/metrics.json")
-WEIGHTS_FILE = Path("reports/weights.json")
+RECORDS_DIR = Path("reports/runs")  # the committed records, one folder per run key (the train stages' --records)
 # A sampled run is one of the cheaper of its ablation or map: at most this many estimated seconds of training
 # (or its ablation's cheapest, where none is that cheap), so that a sample of every ablation and map trains in
 # a few minutes on two cores.
@@ -85,41 +86,52 @@ def sample(params: Params, n: int | None, seed_text: str) -> list[AuditedRun]:
     return chosen
 
 
-def compare(run: AuditedRun, metrics: dict, weights: str, committed_metrics: dict, committed_weights: dict) -> Verdict:
-    """How a retrained run's figures and weights differ from the committed ones (every figure, exactly)."""
+def compare(run: AuditedRun, written: Path, record: Path, settings: dict) -> Verdict:
+    """How the files a retrained run wrote in `written` differ from its committed `record` (every recorded file,
+    byte for byte; its metrics field by field), and whether the record is of `settings`."""
+    from blocklab.run.results import RECORDED_FILES, SETTINGS_FILE
+
+    if not (record / SETTINGS_FILE).is_file():
+        return Verdict(run.key, [f"{record} holds no record of it (run `make repro` and commit reports/runs)"])
     differences = []
-    were = committed_metrics.get(run.key)
-    if were is None:
-        differences.append("reports/metrics.json has no figures of it (run `make repro` and commit reports/)")
-    else:
-        for field in sorted(set(were) | set(metrics)):
-            if were.get(field) != metrics.get(field):
-                differences.append(f"{field} {metrics.get(field)!r} here, {were.get(field)!r} committed")
-    if committed_weights.get(run.key) != weights:
-        differences.append(f"weights {weights[:16]} here, {str(committed_weights.get(run.key))[:16]} committed")
+    if json.loads((record / SETTINGS_FILE).read_text()) != json.loads(json.dumps(settings)):
+        differences.append(f"{record / SETTINGS_FILE} records other settings than params.yaml's (the record is "
+                           f"not this commit's: run `make repro` and commit reports/runs)")
+    for name in RECORDED_FILES:
+        here, were = written / name, record / name
+        if here.exists() != were.exists():
+            differences.append(f"{name} {'written here' if here.exists() else 'not written here'}, "
+                               f"{'committed' if were.exists() else 'not committed'}")
+        elif here.exists() and here.read_bytes() != were.read_bytes():
+            if name == "metrics.json":
+                new, old = json.loads(here.read_text()), json.loads(were.read_text())
+                differences += [f"{field} {new.get(field)!r} here, {old.get(field)!r} committed"
+                                for field in sorted(set(new) | set(old)) if new.get(field) != old.get(field)]
+            else:
+                differences.append(f"{name} differs from the committed one")
     return Verdict(run.key, differences)
 
 
-def audit(runs: list[AuditedRun], encoded: Path, workers: int | None = None, progress: bool = True) -> list[Verdict]:
-    """Retrain `runs` from nothing (no run store, no checkpoint) and compare each with the commit's records."""
-    from blocklab.analysis.report import outcome
+def audit(runs: list[AuditedRun], encoded: Path, workers: int | None = None, progress: bool = True,
+          records: Path = RECORDS_DIR) -> list[Verdict]:
+    """Retrain `runs` from nothing (no run store, no checkpoint) and compare each with its committed record."""
     from blocklab.run.cell import Job
     from blocklab.run.data import load_corpus
     from blocklab.run.numerics import vendor_family
-    from blocklab.run.results import weights_digest
+    from blocklab.run.results import write_run
+    from blocklab.schedule.plan import PlannedRun
     from blocklab.schedule.pool import train_runs
 
-    committed = json.loads(METRICS_FILE.read_text())
-    committed_weights = json.loads(WEIGHTS_FILE.read_text())
     family = vendor_family()
     jobs = [Job(run.key, run.spec.model.canonical(), run.spec.train, run.seed, None, family) for run in runs]
     results = train_runs(jobs, load_corpus(encoded), workers=workers or os.cpu_count(), progress=progress)
     verdicts = []
-    for run in runs:
-        result = results[run.key]
-        metrics = json.loads(json.dumps(result.metrics))  # as the run's metrics.json holds them
-        metrics.update(outcome(metrics["train_loss_last25"], bool(metrics.get("diverged")), committed["baselines"]))
-        verdicts.append(compare(run, metrics, weights_digest(result.weights), committed["runs"], committed_weights))
+    with tempfile.TemporaryDirectory(prefix="blocklab-audit-") as scratch:
+        for run in runs:
+            written = Path(scratch) / run.key
+            write_run(written, results[run.key], tokens_per_step=run.spec.train.batch_size * run.spec.model.context)
+            settings = PlannedRun(run.spec, run.seed, store_key="").settings()
+            verdicts.append(compare(run, written, Path(records) / run.key, settings))
     return verdicts
 
 
@@ -130,7 +142,7 @@ def reported(runs: list[AuditedRun], encoded: Path, other_family: str, echo) -> 
     from blocklab.tools.fingerprint import FINGERPRINT_FILE, read_committed
 
     require_encoded(encoded, "the audit retrains runs on the encoded corpus")
-    for needed in (METRICS_FILE, WEIGHTS_FILE, FINGERPRINT_FILE):
+    for needed in (RECORDS_DIR, FINGERPRINT_FILE):
         if not needed.exists():
             raise BlocklabError(f"{needed} does not exist: there are no committed results to audit here")
     here, committed = vendor_family(), read_committed()["family"]
@@ -140,7 +152,7 @@ def reported(runs: list[AuditedRun], encoded: Path, other_family: str, echo) -> 
              + (" - skipped" if other_family == "skip" else ""))
         return 0 if other_family == "skip" else 1
     echo(f"auditing {len(runs)} committed run{'s' * (len(runs) != 1)}: retrained from nothing, compared with "
-         f"{METRICS_FILE} and {WEIGHTS_FILE}")
+         f"its record in {RECORDS_DIR}/")
     verdicts = audit(runs, Path(encoded))
     for verdict in verdicts:
         if verdict.differences:
@@ -149,5 +161,6 @@ def reported(runs: list[AuditedRun], encoded: Path, other_family: str, echo) -> 
         else:
             echo(f"  same     {verdict.key}")
     same = sum(not v.differences for v in verdicts)
-    echo(f"{same} of {len(verdicts)} runs reproduce the committed ones bit for bit (figures and weights)")
+    echo(f"{same} of {len(verdicts)} runs reproduce the committed ones bit for bit (every recorded file: "
+         f"metrics, curves, weights' digest, sample)")
     return 0 if same == len(verdicts) else 1

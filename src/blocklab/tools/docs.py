@@ -14,6 +14,7 @@ whose body `blocklab docs` writes from the committed reports (and claims.yaml, f
     count              how many findings hold, fail, are inconclusive; how many checks are exact
     known-to-fail      every claim marked known_to_fail: its verdict, measured value and why
     sample RUN         what RUN's seed-0 model writes (reports/samples.json), with its validation loss
+    records            the runs' records in reports/runs: how many, their files and size, and per run
     output FILE [N]    a command's real output, captured in FILE by `blocklab docs --walkthrough` (its first N lines)
 """
 
@@ -102,6 +103,22 @@ def sample(sources: Sources, run: str) -> str:
     return f"`{entry['run']}`, validation loss {entry['val_loss']:.3f}:\n\n```text\n{entry['text'].strip()}\n```\n"
 
 
+def records(sources: Sources) -> str:
+    """The size of the committed records (reports/runs), in all and per run."""
+    files = [p for p in sorted((sources.root / "reports" / "runs").rglob("*")) if p.is_file()]
+    runs = sum(p.name == "settings.json" for p in files)
+    if not runs:
+        return "No run's record yet: `make repro` writes them.\n"
+    size = sum(p.stat().st_size for p in files)
+    by_name: dict[str, int] = {}
+    for p in files:
+        by_name[p.name] = by_name.get(p.name, 0) + p.stat().st_size
+    parts = ", ".join(f"`{name}` {total / runs / 1e3:.1f} kB" for name, total in
+                      sorted(by_name.items(), key=lambda item: -item[1]))
+    return (f"{runs:,} runs' records: {len(files):,} files, {size / 1e6:.1f} MB in all, {size / runs / 1e3:.1f} kB a "
+            f"run on average ({parts}).\n")
+
+
 def output(sources: Sources, file: str, lines: str | None = None) -> str:
     """A captured output, whole or its first `lines` lines with a count of the rest and where they are."""
     text = (sources.root / file).read_text().rstrip().splitlines()
@@ -113,6 +130,7 @@ def output(sources: Sources, file: str, lines: str | None = None) -> str:
 def render(kind: str, args: list[str], sources: Sources) -> str:
     writers = {"findings": lambda: findings_table(sources, args), "count": lambda: count_sentence(sources),
                "known-to-fail": lambda: known_to_fail(sources), "sample": lambda: sample(sources, *args),
+               "records": lambda: records(sources),
                "output": lambda: output(sources, *args)}
     if kind not in writers:
         raise KeyError(f"no generated block of kind '{kind}' (known: {', '.join(writers)})")

@@ -1,9 +1,6 @@
-"""What a trained model writes: nanoGPT's `sample.py`, from a run's saved weights.
-
-The context is cropped to the model's `context` before each step (its position embeddings go no further),
-the logits divided by the temperature, all but the top k masked, then softmax and `torch.multinomial` with
-a generator seeded once per call. Sampling runs on the CPU with one thread, so a seed gives the same text
-whatever the machine's thread count.
+"""What a trained model writes: nanoGPT's `sample.py`, from a run's saved weights (the sampling step itself, and
+the short sample every run records when it trains: `blocklab.run.sample`). Sampling runs on the CPU with one
+thread, so a seed gives the same text whatever the machine's thread count.
 """
 
 from __future__ import annotations
@@ -12,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from blocklab.errors import BlocklabError
 from blocklab.run.config import Params
 from blocklab.run.settings import ModelConfig
 from blocklab.run.model import build_model
+from blocklab.run.sample import PROMPT, SEED, TEMPERATURE, TOP_K, generate
 from blocklab.run.results import MODEL_FILE, MODEL_FORMAT, run_dir
 from blocklab.run.threads import torch_threads
 
@@ -26,11 +23,11 @@ from blocklab.run.threads import torch_threads
 class SampleSettings:
     """nanoGPT's `sample.py` defaults, so that samples are comparable (it draws 10 samples; one here)."""
 
-    prompt: str = "\n"
+    prompt: str = PROMPT
     tokens: int = 500
-    temperature: float = 0.8
-    top_k: int | None = 200
-    seed: int = 1337
+    temperature: float = TEMPERATURE
+    top_k: int | None = TOP_K
+    seed: int = SEED
     num_samples: int = 1
 
     def __post_init__(self):
@@ -54,21 +51,6 @@ def read_model(directory: Path) -> tuple[torch.nn.Module, ModelConfig, list[str]
     return model.eval(), cfg, saved["chars"]
 
 
-@torch.no_grad()
-def generate(model: torch.nn.Module, context: int, prompt: torch.Tensor, tokens: int, temperature: float,
-             top_k: int | None, generator: torch.Generator) -> torch.Tensor:
-    """`tokens` characters after `prompt` (1, T), drawn one at a time from the model's next-character logits."""
-    idx = prompt
-    for _ in range(tokens):
-        logits = model(idx[:, -context:])[:, -1, :] / temperature
-        if top_k is not None:
-            kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
-            logits = logits.masked_fill(logits < kth, -float("inf"))
-        next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1, generator=generator)
-        idx = torch.cat((idx, next_id), dim=1)
-    return idx
-
-
 def sample_run(directory: Path, settings: SampleSettings = SampleSettings()) -> list[str]:
     """`settings.num_samples` texts from the run in `directory`, each the prompt and what the model adds."""
     model, cfg, chars = read_model(directory)
@@ -85,6 +67,9 @@ def sample_run(directory: Path, settings: SampleSettings = SampleSettings()) -> 
     with torch_threads(1):
         for _ in range(settings.num_samples):
             ids = generate(model, cfg.context, prompt, settings.tokens, settings.temperature, settings.top_k, generator)
+            if ids is None:
+                raise BlocklabError(f"{directory}: the model's logits are not finite (its training blew up): it "
+                                    f"writes nothing")
             texts.append("".join(chars[i] for i in ids[0].tolist()))
     return texts
 
