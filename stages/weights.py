@@ -1,31 +1,32 @@
-"""DVC stage `weights`: a digest of every run's final weights into reports/weights.json, committed with the
-results so that `blocklab audit` can tell a retrained run's weights from the committed run's, bit for bit."""
+"""DVC stage `weights`: every run's final weights' digest into reports/weights.json, gathered from the runs'
+committed records (reports/runs/<run>/weights.sha256, written when each run trained): one file to compare a
+machine's or a commit's weights with, read without the weights themselves."""
 
 from pathlib import Path
 
 import click
-import torch
 
-from blocklab.errors import reports_errors
+from blocklab.errors import BlocklabError, reports_errors
 from blocklab.options import params_option
 from blocklab.run.config import load_params
-from blocklab.run.results import MODEL_FILE, run_dir, weights_digest, write_json
+from blocklab.run.results import DIGEST_FILE, write_json
 
 
 @click.command()
-@click.argument("runs_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("records", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @params_option
 @reports_errors
-def main(runs_dir: Path, out: Path, params_file: str) -> None:
+def main(records: Path, out: Path, params_file: str) -> None:
     params = load_params(params_file)
     digests = {}
     for spec, seed in params.runs():
-        saved = torch.load(run_dir(spec.directory(runs_dir / spec.ablation / spec.variant), seed) / MODEL_FILE,
-                           map_location="cpu", weights_only=True)
-        digests[spec.key(seed)] = weights_digest(saved["state_dict"])
+        digest = records / spec.key(seed) / DIGEST_FILE
+        if not digest.is_file():
+            raise BlocklabError(f"{digest} does not exist: {spec.key(seed)} has no record yet (`dvc repro` trains it)")
+        digests[spec.key(seed)] = digest.read_text().strip()
     write_json(out, digests)
-    click.echo(f"{len(digests)} runs' weights -> {out}")
+    click.echo(f"{len(digests)} runs' weights digests -> {out}")
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ def test_the_pipeline_reproduces_table_a_within_a_hundredth(tmp_path):
     variants = sorted({key.rsplit("/", 1)[0] for key in table_a})
     project.run("dvc", "repro", "baselines", *[f"train_{v.replace('/', '@')}" for v in variants])
     runs = project.root / "data" / "runs"
-    unigram = json.loads((project.root / "data" / "baselines.json").read_text())["unigram"]
+    unigram = json.loads((project.root / "reports" / "baselines.json").read_text())["unigram"]
     assert unigram == pytest.approx(3.309, abs=0.001)
     measured = {key: read_metrics(runs / key)["train_loss_last25"] for key in table_a}
     if vendor_family() == json.loads((ROOT / "reports/fingerprint.json").read_text())["family"]:

@@ -60,7 +60,7 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     _run(["dvc", "repro", *STAGES, "baselines"], echo, quiet=True)
     trained = time.perf_counter() - started
 
-    baselines = json.loads(Path("data/baselines.json").read_text())
+    baselines = json.loads(Path("reports/baselines.json").read_text())
     metrics, _ = collect(params, RUNS, baselines, only=set(ABLATIONS))
     checked = verdicts_over("claims.yaml", metrics, None, RUNS, "reference.yaml", params)
     decided = {cid: v for cid, v in checked.verdicts.items() if v["verdict"] != "not run yet"}
