@@ -81,7 +81,7 @@ def test_every_trained_run_has_its_record_in_reports_equal_to_what_it_wrote(repr
     """The records the train stages write beside data/runs: one folder per run of the plan, named by its run
     key, every recorded file byte for byte the run's, its settings params.yaml's resolved ones."""
     from blocklab.run.config import load_params
-    from blocklab.schedule.plan import PlannedRun
+    from blocklab.schedule.plan import record_settings
 
     root = reproduced_project.root
     params = load_params(root / "params.yaml")
@@ -96,7 +96,7 @@ def test_every_trained_run_has_its_record_in_reports_equal_to_what_it_wrote(repr
                 continue
             assert (record / name).read_bytes() == (ran / name).read_bytes(), f"{key}: {name}"
         assert json.loads((record / SETTINGS_FILE).read_text()) == json.loads(json.dumps(
-            PlannedRun(spec, seed, store_key="").settings()))
+            record_settings(spec, seed)))
     recorded = {p.parent.relative_to(root / "reports/runs").as_posix()
                 for p in (root / "reports/runs").rglob(SETTINGS_FILE)}
     assert recorded == {spec.key(seed) for spec, seed in runs}  # nothing else, no wall time, no weights

@@ -56,14 +56,16 @@ class PlannedRun:
         """Its run key, e.g. `norm_order/post/seed0`."""
         return self.spec.key(self.seed)
 
-    def settings(self) -> dict:
-        """What its record keeps of its settings: its run key, seed, and resolved model and training settings."""
-        return {"run": self.key, "seed": self.seed, "model": asdict(self.spec.model), "train": asdict(self.spec.train)}
-
     def job(self) -> Job:
         from blocklab.run.cell import Job
 
         return Job(self.key, self.spec.model.canonical(), self.spec.train, self.seed, self.checkpoint, self.family)
+
+
+def record_settings(spec: RunSpec, seed: int) -> dict:
+    """What a run's record keeps of its settings (settings.json): its run key, seed, and resolved model and
+    training settings."""
+    return {"run": spec.key(seed), "seed": seed, "model": asdict(spec.model), "train": asdict(spec.train)}
 
 
 def checkpoint_path(spec: RunSpec, seed: int, variant_dir: Path) -> Path:
@@ -198,7 +200,7 @@ def stage_runs(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunStore
                 damaged.append(run)
                 continue
             if records is not None:
-                write_record(directory, run_dir(run.spec.directory(records), run.seed), run.settings())
+                write_record(directory, run_dir(run.spec.directory(records), run.seed), record_settings(run.spec, run.seed))
             if origin != run.key:
                 write_json(directory / "timing.json", {**read_timing(directory), "reused_from": origin})
                 echo(f"{run.key}: the same run as {origin} (equal settings): copied, not trained again")

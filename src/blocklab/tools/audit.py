@@ -119,7 +119,7 @@ def audit(runs: list[AuditedRun], encoded: Path, workers: int | None = None, pro
     from blocklab.run.data import load_corpus
     from blocklab.run.numerics import vendor_family
     from blocklab.run.results import write_run
-    from blocklab.schedule.plan import PlannedRun
+    from blocklab.schedule.plan import record_settings
     from blocklab.schedule.pool import train_runs
 
     family = vendor_family()
@@ -130,8 +130,7 @@ def audit(runs: list[AuditedRun], encoded: Path, workers: int | None = None, pro
         for run in runs:
             written = Path(scratch) / run.key
             write_run(written, results[run.key], tokens_per_step=run.spec.train.batch_size * run.spec.model.context)
-            settings = PlannedRun(run.spec, run.seed, store_key="").settings()
-            verdicts.append(compare(run, written, Path(records) / run.key, settings))
+            verdicts.append(compare(run, written, Path(records) / run.key, record_settings(run.spec, run.seed)))
     return verdicts
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,17 +106,19 @@ def sample(sources: Sources, run: str) -> str:
 
 def records(sources: Sources) -> str:
     """The size of the committed records (reports/runs), in all and per run."""
-    files = [p for p in sorted((sources.root / "reports" / "runs").rglob("*")) if p.is_file()]
-    runs = sum(p.name == "settings.json" for p in files)
+    by_name: Counter[str] = Counter()  # bytes, by file name
+    count: Counter[str] = Counter()
+    for path in (sources.root / "reports" / "runs").rglob("*"):
+        if path.is_file():
+            count[path.name] += 1
+            by_name[path.name] += path.stat().st_size
+    runs, files = count["settings.json"], sum(count.values())
     if not runs:
         return "No run's record yet: `make repro` writes them.\n"
-    size = sum(p.stat().st_size for p in files)
-    by_name: dict[str, int] = {}
-    for p in files:
-        by_name[p.name] = by_name.get(p.name, 0) + p.stat().st_size
+    size = sum(by_name.values())
     parts = ", ".join(f"`{name}` {total / runs / 1e3:.1f} kB" for name, total in
                       sorted(by_name.items(), key=lambda item: -item[1]))
-    return (f"{runs:,} runs' records: {len(files):,} files, {size / 1e6:.1f} MB in all, {size / runs / 1e3:.1f} kB a "
+    return (f"{runs:,} runs' records: {files:,} files, {size / 1e6:.1f} MB in all, {size / runs / 1e3:.1f} kB a "
             f"run on average ({parts}).\n")
 
 
