@@ -1,6 +1,7 @@
-"""DVC stage `evaluate`: gather every run beside the baselines into reports/metrics.json, each variant's
+"""DVC stage `evaluate`: gather every run's record (reports/runs) beside the baselines into reports/metrics.json, each variant's
 seed statistics into reports/variants.json and each map's LR sensitivities into reports/maps.json (the
-metrics `dvc exp show` compares), and every map cell into reports/maps/ (`dvc plots` tables)."""
+metrics `dvc exp show` compares), and every map cell into reports/maps/ (`dvc plots` tables). The wall times of
+the runs trained or copied here go to reports/timings.json, which is neither declared nor committed."""
 
 import json
 from pathlib import Path
@@ -16,14 +17,17 @@ from blocklab.run.results import write_json
 
 
 @click.command()
-@click.argument("runs_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("records_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("baselines_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("reports_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--timings", "timings_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The train stages' outputs, whose runs' wall times (timing.json) go to reports/timings.json "
+                   "where they are on this machine.")
 @params_option
 @reports_errors
-def main(runs_dir: Path, baselines_file: Path, reports_dir: Path, params_file: str) -> None:
+def main(records_dir: Path, baselines_file: Path, reports_dir: Path, timings_dir: Path | None, params_file: str) -> None:
     params = load_params(params_file)
-    metrics, timings = collect(params, runs_dir, json.loads(baselines_file.read_text()))
+    metrics, timings = collect(params, records_dir, json.loads(baselines_file.read_text()), timings_dir=timings_dir)
     write_json(reports_dir / "metrics.json", metrics)
     write_json(reports_dir / "timings.json", timings)
     variants = variant_summary(params, metrics)

@@ -1,4 +1,5 @@
-"""DVC stage `report`: every ablation's and map's figures, the tables `dvc plots` draws, and reports/summary.md."""
+"""DVC stage `report`: every ablation's and map's figures, the tables `dvc plots` draws, and reports/summary.md,
+from the runs' committed records (reports/runs) and the other stages' reports."""
 
 import json
 import os
@@ -18,7 +19,7 @@ from blocklab.run.config import load_params
 
 
 @click.command()
-@click.argument("runs_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("records_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("reports_dir", type=click.Path(file_okay=False, path_type=Path))
 @params_option
 @click.option("--reference", "reference_file", default="reference.yaml", show_default=True,
@@ -26,7 +27,7 @@ from blocklab.run.config import load_params
 @click.option("--claims", "claims_file", default="claims.yaml", show_default=True,
               help="The claims whose verdicts (reports/claims.json) the summary lists.")
 @reports_errors
-def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: str, claims_file: str) -> None:
+def main(records_dir: Path, reports_dir: Path, params_file: str, reference_file: str, claims_file: str) -> None:
     params = load_params(params_file)
     metrics = json.loads((reports_dir / "metrics.json").read_text())
     gradients = json.loads((reports_dir / "gradients.json").read_text())
@@ -35,7 +36,7 @@ def main(runs_dir: Path, reports_dir: Path, params_file: str, reference_file: st
     # Drawing is most of this stage's time (31 figures, ~0.4 s each): the ablations are drawn side by side,
     # one worker per core, while this process draws the gradient figure.
     with ProcessPoolExecutor(max_workers=min(len(params.ablations), os.cpu_count() or 1)) as pool:
-        drawing = {name: pool.submit(plots.ablation_outputs, params_file, name, runs_dir, metrics, reports_dir,
+        drawing = {name: pool.submit(plots.ablation_outputs, params_file, name, records_dir, metrics, reports_dir,
                                          reference)
                    for name in params.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")

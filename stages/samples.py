@@ -1,37 +1,41 @@
-"""DVC stage `samples`: what the seed-0 model of each variant of some ablations writes, for the summary."""
+"""DVC stage `samples`: what the seed-0 model of each variant of some ablations writes, for the summary: the sample
+each run recorded when it trained (its record's sample.txt: nanoGPT's prompt, temperature, top k and seed, from the
+final weights; blocklab.run.sample). It reads the committed records, never weights: a fresh clone lists them."""
 
 from pathlib import Path
 
 import click
 
-from blocklab.errors import reports_errors
+from blocklab.errors import BlocklabError, reports_errors
 from blocklab.options import params_option
 from blocklab.run.config import load_params
-from blocklab.run.results import read_metrics, write_json
-from blocklab.tools.sampling import SampleSettings, run_directory, sample_run
+from blocklab.run.results import SAMPLE_FILE, read_metrics, run_dir, write_json
+from blocklab.run.sample import PROMPT, RECORDED_CHARACTERS, SEED, TEMPERATURE, TOP_K
 
 
 @click.command()
-@click.argument("runs_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("records_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--ablation", "ablations", multiple=True, required=True, help="Whose variants to sample (repeat).")
-@click.option("--tokens", default=200, show_default=True, help="Characters per sample.")
+@click.option("--ablation", "ablations", multiple=True, required=True, help="Whose variants to list (repeat).")
 @params_option
 @reports_errors
-def main(runs_dir: Path, out: Path, ablations: tuple[str, ...], tokens: int, params_file: str) -> None:
+def main(records_dir: Path, out: Path, ablations: tuple[str, ...], params_file: str) -> None:
     params = load_params(params_file)
-    settings = SampleSettings(tokens=tokens)  # nanoGPT's prompt, temperature, top-k and seed
     samples = {}
     for ablation in ablations:
         for variant in params.ablations[ablation].variants:
-            directory = run_directory(params, runs_dir, f"{ablation}/{variant}")
-            (text,) = sample_run(directory, settings)
-            samples[f"{ablation}/{variant}"] = {"run": f"{ablation}/{variant}/{directory.name}", "text": text,
+            spec = params.spec(ablation, variant)
+            directory = run_dir(records_dir / ablation / variant, spec.seeds[0])
+            if not (directory / "metrics.json").exists():
+                raise BlocklabError(f"{spec.key(spec.seeds[0])} has no record in {directory}: run "
+                                    f"`dvc repro train_{ablation}@{variant}`")
+            sample = directory / SAMPLE_FILE  # none where the run's weights are not finite: it writes nothing
+            samples[f"{ablation}/{variant}"] = {"run": spec.key(spec.seeds[0]),
+                                                "text": sample.read_text() if sample.exists() else None,
                                                 "val_loss": read_metrics(directory)["val_loss"]}
-    write_json(out, {"settings": {"prompt": settings.prompt, "tokens": settings.tokens,
-                                  "temperature": settings.temperature, "top_k": settings.top_k,
-                                  "seed": settings.seed}, "samples": samples}, sort_keys=False)
-    click.echo(f"{len(samples)} samples of {settings.tokens} characters -> {out}")
+    write_json(out, {"settings": {"prompt": PROMPT, "tokens": RECORDED_CHARACTERS, "temperature": TEMPERATURE,
+                                  "top_k": TOP_K, "seed": SEED}, "samples": samples}, sort_keys=False)
+    click.echo(f"{len(samples)} samples of {RECORDED_CHARACTERS} characters -> {out}")
 
 
 if __name__ == "__main__":

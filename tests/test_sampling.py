@@ -66,10 +66,14 @@ def test_a_mistake_says_what_to_do(project, args, message):
     assert result.exit_code == 1 and message in result.output, result.output
 
 
-def test_a_run_not_yet_trained_names_the_dvc_target_that_trains_it(project, tmp_path):
+def test_a_run_whose_weights_are_not_here_says_where_its_record_is_and_how_to_get_them(project, tmp_path):
     result = CliRunner().invoke(main, ["sample", "norm_order/pre", "--runs", str(tmp_path),
                                        "--params", str(project.root / "params.yaml")])
-    assert result.exit_code == 1 and "run `dvc repro train_norm_order@pre`" in result.output, result.output
+    words = " ".join(result.output.split())
+    assert result.exit_code == 1 and "norm_order/pre/seed0's weights are not on this machine" in words, words
+    for way in ("reports/runs/norm_order/pre/seed0/", "`dvc pull train_norm_order@pre`",
+                "`dvc repro encode && dvc repro --allow-missing train_norm_order@pre` trains them"):
+        assert way in words, way
 
 
 def test_the_summary_shows_a_sample_of_each_ladder_rung_and_norm_order_variant(project):

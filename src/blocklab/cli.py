@@ -10,7 +10,7 @@ import click
 
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
-from blocklab.schedule.stages import ENCODED, RUNS_DIR, STORE_DIR
+from blocklab.schedule.stages import ENCODED, RECORDS_DIR, RUNS_DIR, STORE_DIR
 from blocklab.run.config import load_params
 
 
@@ -160,7 +160,8 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
     """Generate text from a trained run, RUN = <ablation>/<variant>[/seed<k>] (default: the ablation's first
     seed), as nanoGPT's sample.py does and with its defaults: the context cropped to the model's, logits over
     the temperature, top-k, multinomial. The same seed gives the same text."""
-    from blocklab.tools.sampling import SampleSettings, run_directory, sample_run
+    from blocklab.tools.run_weights import run_directory
+    from blocklab.tools.sampling import SampleSettings, sample_run
 
     settings = SampleSettings(prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed,
                               num_samples=num_samples)
@@ -178,8 +179,9 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
               type=click.Path(dir_okay=False), help="Metrics written by the `evaluate` stage.")
 @click.option("--gradients", "gradients_file", default="reports/gradients.json", show_default=True,
               type=click.Path(dir_okay=False), help="Written by the `gradients` stage.")
-@click.option("--runs", "runs_dir", default=str(RUNS_DIR), show_default=True, type=click.Path(file_okay=False),
-              help="Trained runs, whose curves window(...) and at(...) read.")
+@click.option("--runs", "runs_dir", default=str(RECORDS_DIR), show_default=True, type=click.Path(file_okay=False),
+              help="The runs' records (committed; or the train stages' outputs, data/runs), whose curves window(...) "
+                   "and at(...) read.")
 @click.option("--reference", "reference_file", default="reference.yaml", show_default=True,
               type=click.Path(dir_okay=False), help="The published figures, with the corpus each was published on.")
 @params_option
@@ -202,9 +204,9 @@ def check(ctx: click.Context, claims_file: str, metrics_file: str, gradients_fil
     about how many seeds would decide it. A check is deterministic arithmetic or an untrained probe. A
     claim that reads a figure published on another corpus is not comparable, and counts for nothing.
 
-    It works on what there is: a claim whose runs params.yaml plans but that have not run here (a fresh
-    clone has the committed reports, not the runs' curves; `make demo` trains two ablations) is listed as
-    "not run yet" with the command that would run them. The verdicts are then only printed, unless --out
+    It works on what there is: a claim whose runs params.yaml plans but that have no record yet (an ablation
+    added to params.yaml and not trained) is listed as "not run yet" with the command that would run them. A
+    fresh clone checks every finding from the committed records, training nothing. The verdicts are then only printed, unless --out
     is given: reports/claims.json keeps the whole run's.
 
     A claim that fails is a finding, not a broken pipeline: it is listed first, in words, and the
@@ -319,14 +321,18 @@ def audit(run_keys: tuple[str, ...], sample_size: int | None, encoded: str, othe
 
 
 @main.command(short_help="Log every trained run to MLflow (the pipeline's last stage).")
-@click.option("--runs", "runs_dir", default=str(RUNS_DIR), show_default=True,
-              type=click.Path(exists=True, file_okay=False), help="Trained runs (DVC outputs).")
+@click.option("--runs", "runs_dir", default=str(RECORDS_DIR), show_default=True,
+              type=click.Path(exists=True, file_okay=False),
+              help="The runs' records (committed), whose numbers, curves and samples are logged.")
+@click.option("--weights", "weights_dir", default=str(RUNS_DIR), show_default=True, type=click.Path(file_okay=False),
+              help="The train stages' outputs: each variant's seed-0 weights are logged as its model, and each "
+                   "run's wall time, where they are on this machine.")
 @click.option("--reports", "reports_dir", default="reports", show_default=True,
               type=click.Path(exists=True, file_okay=False), help="Where metrics.json and figures/ are.")
 @click.option("--tracking-uri", default=None, help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db).")
 @params_option
 @reports_errors
-def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file: str) -> None:
+def track(runs_dir: str, weights_dir: str, reports_dir: str, tracking_uri: str | None, params_file: str) -> None:
     """Log every trained run that MLflow does not have yet (never twice), each variant's seeds nested
     under a parent run holding their means; finish what an interrupted logging left incomplete.
 
@@ -334,7 +340,7 @@ def track(runs_dir: str, reports_dir: str, tracking_uri: str | None, params_file
     logged and the command still succeeds, so the pipeline completes; run it again later."""
     from blocklab.tools.tracking.log_runs import track_reported
 
-    track_reported(load_params(params_file), Path(runs_dir), Path(reports_dir), tracking_uri)
+    track_reported(load_params(params_file), Path(runs_dir), Path(reports_dir), tracking_uri, Path(weights_dir))
 
 
 @main.command(short_help="MLflow's UI on blocklab's runs, with where to compare them.")

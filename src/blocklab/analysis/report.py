@@ -24,9 +24,13 @@ def outcome(final: float | None, diverged: bool, baselines: dict) -> dict[str, b
     return {"collapsed": not blown_up and final >= baselines["unigram"] - COLLAPSE_MARGIN, "blown_up": blown_up}
 
 
-def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | None = None) -> tuple[dict, dict]:
+def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | None = None,
+            timings_dir: Path | None = None) -> tuple[dict, dict]:
     """(metrics, timings) for every run params.yaml defines (or only those of the ablations and maps `only`
-    names), keyed `<ablation>/<variant>/seed<k>` (a map's `<map>/<variant>/<cell>/seed<k>`)."""
+    names), keyed `<ablation>/<variant>/seed<k>` (a map's `<map>/<variant>/<cell>/seed<k>`): the metrics from
+    the runs' folders in `runs_dir` (their committed records, reports/runs, or the train stages' outputs), the
+    wall times from `timings_dir` (default: `runs_dir`) for the runs trained or copied on this machine (a
+    record keeps none; neither does DVC's cache)."""
     runs, timings = {}, {}
     for spec, seed in params.runs():
         if only is not None and spec.ablation not in only:
@@ -37,8 +41,9 @@ def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | No
         metrics = read_metrics(directory)
         metrics.update(outcome(metrics["train_loss_last25"], bool(metrics.get("diverged")), baselines))
         runs[spec.key(seed)] = metrics
-        if (directory / "timing.json").exists():  # DVC ignores it (.dvcignore): a checkout from its cache has none
-            timings[spec.key(seed)] = read_timing(directory)
+        timed = run_dir(spec.directory(Path(timings_dir or runs_dir) / spec.ablation / spec.variant), seed)
+        if (timed / "timing.json").exists():
+            timings[spec.key(seed)] = read_timing(timed)
     return {"baselines": baselines, "runs": runs}, timings
 
 
@@ -224,7 +229,8 @@ def samples_section(samples: dict, params: Params) -> str:
         ablation, variant = key.split("/")
         label = params.spec(ablation, variant).label if ablation in params.ablations else variant
         loss = "no finite loss" if sample["val_loss"] is None else f"validation loss {sample['val_loss']:.3f}"
-        parts.append(f"**{ablation}: {label}** ({sample['run']}, {loss})\n\n```text\n{sample['text']}\n```\n")
+        text = "(nothing: its weights are not finite)" if sample["text"] is None else sample["text"]
+        parts.append(f"**{ablation}: {label}** ({sample['run']}, {loss})\n\n```text\n{text}\n```\n")
     return "\n".join(parts)
 
 

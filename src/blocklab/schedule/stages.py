@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENCODED = Path("data/encoded")  # the encoded corpus, the train stages' input (the encode stage's output)
-RUNS_DIR = Path("data/runs")  # every train and map stage's outputs: data/runs/<ablation>/<variant>/...
+RUNS_DIR = Path("data/runs")  # every train and map stage's outputs, weights included: data/runs/<ablation>/<variant>/...
+RECORDS_DIR = Path("reports/runs")  # each run's record, committed (a train stage's --records): what analysis reads
 STORE_DIR = Path("data/run_store")  # blocklab.schedule.run_store: runs kept by key, outside DVC's outputs
 PREFIXES = {False: "train_", True: "map_"}  # by whether the stage trains a map's cells
 

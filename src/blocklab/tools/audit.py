@@ -19,8 +19,7 @@ from pathlib import Path
 
 from blocklab.errors import BlocklabError
 from blocklab.run.config import Params, RunSpec
-
-RECORDS_DIR = Path("reports/runs")  # the committed records, one folder per run key (the train stages' --records)
+from blocklab.schedule.stages import RECORDS_DIR
 # A sampled run is one of the cheaper of its ablation or map: at most this many estimated seconds of training
 # (or its ablation's cheapest, where none is that cheap), so that a sample of every ablation and map trains in
 # a few minutes on two cores.

@@ -75,7 +75,8 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     (OUT / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     (OUT / "claims.json").write_text(json.dumps(decided, indent=1) + "\n")
 
-    from blocklab.tools.sampling import SampleSettings, run_directory, sample_run
+    from blocklab.tools.run_weights import run_directory
+    from blocklab.tools.sampling import SampleSettings, sample_run
 
     settings = SampleSettings(tokens=SAMPLE_CHARACTERS)  # nanoGPT's prompt, temperature, top-k and seed
     samples = {}

@@ -11,11 +11,10 @@ from pathlib import Path
 import torch
 
 from blocklab.errors import BlocklabError
-from blocklab.run.config import Params
 from blocklab.run.settings import ModelConfig
 from blocklab.run.model import build_model
 from blocklab.run.sample import PROMPT, SEED, TEMPERATURE, TOP_K, generate
-from blocklab.run.results import MODEL_FILE, MODEL_FORMAT, run_dir
+from blocklab.run.results import MODEL_FILE, MODEL_FORMAT
 from blocklab.run.threads import torch_threads
 
 
@@ -72,25 +71,3 @@ def sample_run(directory: Path, settings: SampleSettings = SampleSettings()) -> 
                                     f"writes nothing")
             texts.append("".join(chars[i] for i in ids[0].tolist()))
     return texts
-
-
-def run_directory(params: Params, runs_dir: Path, name: str) -> Path:
-    """The folder of the run `<ablation>/<variant>[/seed<k>]` (default: the ablation's first seed), with an
-    error that says what to do where the name is unknown or the run is not trained yet."""
-    parts = name.strip("/").split("/")
-    if not 2 <= len(parts) <= 3:
-        raise BlocklabError(f"'{name}' is not a run: name it <ablation>/<variant> or <ablation>/<variant>/seed<k>")
-    ablation, variant = parts[:2]
-    seeds = params.spec(ablation, variant).seeds  # an unknown name: params' own error, with "did you mean"
-    seed = seeds[0]
-    if len(parts) == 3:
-        if not (parts[2].startswith("seed") and parts[2][4:].isdigit() and int(parts[2][4:]) in seeds):
-            raise BlocklabError(f"{ablation}/{variant} has no run '{parts[2]}': its seeds are "
-                                f"{', '.join(f'seed{s}' for s in seeds)}")
-        seed = int(parts[2][4:])
-    directory = run_dir(Path(runs_dir) / ablation / variant, seed)
-    if not (directory / MODEL_FILE).exists():
-        raise BlocklabError(f"{ablation}/{variant}/seed{seed} is not trained yet (no {directory / MODEL_FILE}): "
-                            f"run `dvc repro train_{ablation}@{variant}`")
-    return directory
-

@@ -67,7 +67,7 @@ class Reports:
         if run not in self._curves:
             path = None if self.runs_dir is None else self.runs_dir / run / "curve.csv"
             if path is None or not path.exists():
-                raise self._not_run(run, "its curve is not here (data/runs/: trained by the stage)") or MissingResult(
+                raise self._not_run(run, f"its curve is not here ({self.runs_dir}: written by the stage that trains it)") or MissingResult(
                     f"run '{run}' has no curve{'' if path is None else f' at {path}'}: did `dvc repro` finish?")
             with open(path, newline="") as f:
                 self._curves[run] = [{k: None if v == "" else float(v) for k, v in row.items()} for row in csv.DictReader(f)]

@@ -1,5 +1,7 @@
 """Logging: every run of the plan that the store lacks (`track`), each variant as a parent run with its seeds
-nested, its seed-0 model and what that model writes."""
+nested, its seed-0 model and what that model writes. A run's numbers, curves and sample come from its committed
+record (reports/runs); its weights and wall times from the train stage's outputs (data/runs), where this machine
+has them."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 
 from blocklab.run.config import Params, RunSpec
-from blocklab.run.results import read_curve, read_layers, read_metrics, read_timing, run_dir
+from blocklab.run.results import MODEL_FILE, SAMPLE_FILE, read_curve, read_layers, read_metrics, read_timing, run_dir
 from blocklab.tools.tracking.claiming import COMPLETE, claim, complete_run, delete_incomplete, stored_runs
 from blocklab.tools.tracking.payloads import (
     BATCH, curve_metrics, flat_params, layer_curve_metrics, run_key, run_tags, speed, training_times, variant_key,
@@ -31,9 +33,10 @@ def _log_all(client, run_id: str, metrics: list, params: list) -> None:
 
 
 def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, figure: Path | None,
-            key: str, parent_id: str | None = None) -> tuple[str, str]:
-    """One seed's run into MLflow: parameters, per-step curves in batches, final metrics, its training wall
-    time and speed, artifacts, tags; nested under `parent_id`. FINISHED last: only then is it logged.
+            key: str, parent_id: str | None = None, trained: Path | None = None) -> tuple[str, str]:
+    """One seed's run into MLflow from its folder `directory`: parameters, per-step curves in batches, final
+    metrics, its training wall time and speed (from `trained`, the run's outputs, where they are here; default
+    `directory`), artifacts, tags; nested under `parent_id`. FINISHED last: only then is it logged.
     Returns its id and the id of the run that stands for its key (another, if another process logged the
     same run at the same time: then its own is deleted)."""
     from mlflow.entities import Metric, Param
@@ -43,13 +46,13 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
     tags = run_tags(spec, key)
     if parent_id is not None:
         tags[PARENT_TAG] = parent_id
-    start_ms, end_ms = training_times([directory])
+    start_ms, end_ms = training_times([trained or directory])
     run_id = client.create_run(experiment_id, start_time=start_ms, run_name=name, tags=tags).info.run_id
     now = end_ms or int(time.time() * 1000)
     recorded = read_metrics(directory)
     final = {k: float(v) for k, v in recorded.items() if isinstance(v, (int, float)) and v is not None}
     final.update({f"baseline_{k}": float(v) for k, v in baselines.items()})
-    final.update(speed(directory, recorded["steps"]))
+    final.update(speed(trained or directory, recorded["steps"]))
     metrics = curve_metrics(read_curve(directory), start_ms, end_ms) + [Metric(k, v, now, 0) for k, v in final.items()]
     metrics += layer_curve_metrics(read_layers(directory), start_ms, end_ms)
     _log_all(client, run_id, metrics, [Param(k, v) for k, v in flat_params(spec, seed).items()])
@@ -62,9 +65,11 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
     return run_id, standing
 
 
-def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | None, uri: str | None = None) -> dict:
-    """Log every run of the DVC outputs that the store does not have yet, each variant's seeds under a
-    parent run; finish what an earlier, interrupted logging left incomplete by logging it anew.
+def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | None, uri: str | None = None,
+          weights_dir: Path | None = None) -> dict:
+    """Log every run in `runs_dir` (the runs' records, or the train stages' outputs) that the store does not have
+    yet, each variant's seeds under a parent run; finish what an earlier, interrupted logging left incomplete by
+    logging it anew. Weights and wall times come from `weights_dir` (default: `runs_dir`) where they are.
 
     Returns {"logged": [...], "already": n, "variants": n, "failed": {run: reason}, ...}; a store that
     is unreachable or errors leaves every run in "failed" and raises nothing."""
@@ -84,13 +89,15 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
         mine = {"logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {}, "train_seconds": {}}
         directories = {seed: run_dir(spec.directory(Path(runs_dir) / spec.ablation / spec.variant), seed)
                        for seed in spec.seeds}
+        trained = {seed: run_dir(spec.directory(Path(weights_dir or runs_dir) / spec.ablation / spec.variant), seed)
+                   for seed in spec.seeds}
         untrained = [seed for seed, d in directories.items() if not (d / "metrics.json").exists()]
         for seed in untrained:
             mine["failed"][spec.key(seed)] = f"not trained: no results in {directories[seed]} (run `dvc repro`)"
         if not untrained:
             # A map's cells log no figure, model or sample each: the map's figures are its own (reports/figures).
             figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir and not spec.cell else None
-            _log_variant(client, spec, directories, stored, baselines, figure, mine)
+            _log_variant(client, spec, directories, stored, baselines, figure, mine, trained)
         return mine
 
     for mine in map(log, specs):
@@ -103,9 +110,10 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
 
 
 def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: dict[str, list], baselines: dict,
-                 figure: Path | None, result: dict) -> None:
+                 figure: Path | None, result: dict, trained: dict[int, Path]) -> None:
     """One variant: its parent run, its seeds nested under it (logging those the store lacks), then the parent's
-    statistics and FINISHED. A failure leaves the parent unfinished, for the next `blocklab track` to replace."""
+    statistics and FINISHED. A failure leaves the parent unfinished, for the next `blocklab track` to replace.
+    `directories` hold each seed's numbers, `trained` its weights and wall times where they are here."""
     from mlflow.entities import Param
 
     keys = {seed: run_key(spec, seed, d) for seed, d in directories.items()}
@@ -115,7 +123,7 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
         return
     try:
         delete_incomplete(client, stored.get(parent_key, []))
-        start_ms, end_ms = training_times(directories.values())
+        start_ms, end_ms = training_times(trained.values())
         parent_id = client.create_run(experiment_id_of(client, f"blocklab/{spec.ablation}"), start_time=start_ms,
                                       run_name=spec.name.split("/", 1)[1], tags=run_tags(spec, parent_key)).info.run_id
     except Exception as err:  # noqa: BLE001
@@ -132,7 +140,8 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
                 continue
             delete_incomplete(client, stored.get(key, []))
             # the ablation's figure goes to the parent, once, not to every seed (one upload fewer per run)
-            ours, standing[seed] = log_run(client, spec, seed, directories[seed], baselines, None, key, parent_id)
+            ours, standing[seed] = log_run(client, spec, seed, directories[seed], baselines, None, key, parent_id,
+                                           trained[seed])
         except Exception as err:  # noqa: BLE001
             result["failed"][spec.key(seed)] = failure_reason(err)
             seeds_done = False
@@ -142,18 +151,18 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
             result["already"] += 1
             continue
         result["log_seconds"][spec.key(seed)] = time.perf_counter() - started
-        if (directories[seed] / "timing.json").exists():  # restored from DVC's cache: no wall time kept
-            result["train_seconds"][spec.key(seed)] = read_timing(directories[seed])["seconds"]
+        if (trained[seed] / "timing.json").exists():  # not in a record, nor in DVC's cache: no wall time kept
+            result["train_seconds"][spec.key(seed)] = read_timing(trained[seed])["seconds"]
         result["logged"].append(spec.key(seed))
     if not seeds_done:
         return
     try:
         shared = {k: v for k, v in flat_params(spec, spec.seeds[0]).items() if k != "seed"}
-        _log_all(client, parent_id, variant_metrics(directories, baselines, end_ms or int(time.time() * 1000)),
+        _log_all(client, parent_id, variant_metrics(directories, baselines, end_ms or int(time.time() * 1000), trained),
                  [Param(k, v) for k, v in {**shared, "seeds": ",".join(map(str, keys))}.items()])
         experiment_id = experiment_id_of(client, f"blocklab/{spec.ablation}")
         if not spec.cell:
-            log_model_and_sample(client, parent_id, directories[spec.seeds[0]], experiment_id)
+            log_model_and_sample(client, parent_id, directories[spec.seeds[0]], trained[spec.seeds[0]], experiment_id)
         if figure is not None and Path(figure).exists():
             client.log_artifact(parent_id, str(figure))
         if (winner := claim(client, experiment_id, parent_key, parent_id)) == parent_id:
@@ -169,18 +178,18 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
 MODEL_NAME = "model"
 
 
-SAMPLE_FILE = "sample.txt"
+def log_model_and_sample(client, run_id: str, directory: Path, trained: Path, experiment_id: str | None = None) -> None:
+    """What the run writes (its folder `directory`'s sample.txt, recorded when it trained: nanoGPT's sampling) as
+    the run `run_id`'s `sample.txt`, and, where its weights are here (`trained`'s model.pt), the run as an MLflow
+    model (MLflow 3's logged model, with its signature: character ids (batch, time) in, logits (batch, time,
+    vocabulary) out)."""
+    if (Path(directory) / SAMPLE_FILE).exists():  # none where the weights are not finite: the model writes nothing
+        client.log_artifact(run_id, str(Path(directory) / SAMPLE_FILE))
+    if (Path(trained) / MODEL_FILE).exists():
+        _log_model(client, run_id, trained, experiment_id)
 
 
-SAMPLE_TOKENS = 200
-
-
-def log_model_and_sample(client, run_id: str, directory: Path, experiment_id: str | None = None) -> None:
-    """The run in `directory` as an MLflow model of run `run_id` (MLflow 3's logged model, with its
-    signature: character ids (batch, time) in, logits (batch, time, vocabulary) out), and what it writes
-    (nanoGPT's sampling, SAMPLE_TOKENS characters) as the run's `sample.txt`."""
-    import tempfile
-
+def _log_model(client, run_id: str, directory: Path, experiment_id: str | None) -> None:
     import mlflow
     import mlflow.pytorch
     import numpy as np
@@ -188,7 +197,7 @@ def log_model_and_sample(client, run_id: str, directory: Path, experiment_id: st
     from mlflow.models import ModelSignature
     from mlflow.types import Schema, TensorSpec
 
-    from blocklab.tools.sampling import SampleSettings, read_model, sample_run
+    from blocklab.tools.sampling import read_model
 
     model, cfg, chars = read_model(directory)
     model_context = cfg.context
@@ -208,20 +217,17 @@ def log_model_and_sample(client, run_id: str, directory: Path, experiment_id: st
                                      pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
     finally:
         quiet.level = level
-    (text,) = sample_run(directory, SampleSettings(tokens=SAMPLE_TOKENS))
-    with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / SAMPLE_FILE).write_text(text)
-        client.log_artifact(run_id, str(Path(folder) / SAMPLE_FILE))
 
 
-def track_reported(params: Params, runs_dir: Path, reports_dir: Path, uri: str | None = None) -> dict:
+def track_reported(params: Params, runs_dir: Path, reports_dir: Path, uri: str | None = None,
+                   weights_dir: Path | None = None) -> dict:
     """`blocklab track` (the pipeline's track stage): `track`, then what was logged, how long it took against the
     runs' training, and a warning naming the runs that were not logged (the command still succeeds)."""
     import click
 
     started = time.perf_counter()
     baselines = json.loads((reports_dir / "metrics.json").read_text())["baselines"]
-    result = track(params, runs_dir, baselines, reports_dir / "figures", uri=uri)
+    result = track(params, runs_dir, baselines, reports_dir / "figures", uri=uri, weights_dir=weights_dir)
     logged, failed = result["logged"], result["failed"]
     click.echo(f"MLflow ({result['uri']}): {len(logged)} runs logged, {result['already']} already there; "
                f"{result['variants']} variant parent runs logged")

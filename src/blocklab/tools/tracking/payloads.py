@@ -120,10 +120,12 @@ def speed(directory: Path, steps: int) -> dict[str, float]:
     return {"train_seconds": float(seconds), "steps_per_second": steps / seconds}
 
 
-def variant_metrics(directories: dict[int, Path], baselines: dict, now_ms: int) -> list:
-    """A parent run's metrics: per step the seed mean of each curve; the seed mean and standard deviation
-    (n - 1) of the final figures; the slowest seed's wall time (the seeds train side by side, so the
-    variant took that long) and the seeds' mean speed."""
+def variant_metrics(directories: dict[int, Path], baselines: dict, now_ms: int,
+                    trained: dict[int, Path] | None = None) -> list:
+    """A parent run's metrics, from the seeds' folders `directories`: per step the seed mean of each curve; the
+    seed mean and standard deviation (n - 1) of the final figures; the slowest seed's wall time (the seeds train
+    side by side, so the variant took that long) and the seeds' mean speed, from `trained` (the runs' outputs,
+    default `directories`) where they are here."""
     from mlflow.entities import Metric
 
     curves = pd.concat([read_curve(d) for d in directories.values()])
@@ -141,7 +143,7 @@ def variant_metrics(directories: dict[int, Path], baselines: dict, now_ms: int) 
     final["n_params"] = float(finals["n_params"].iloc[0])
     final["diverged"] = float(finals["diverged"].sum())
     final["n_seeds"] = float(len(directories))
-    speeds = pd.DataFrame([speed(d, m) for d, m in zip(directories.values(), finals["steps"])])
+    speeds = pd.DataFrame([speed(d, m) for d, m in zip((trained or directories).values(), finals["steps"])])
     if "train_seconds" in speeds:  # the seeds' wall times, where a checkout from DVC's cache left them
         final["train_seconds"] = float(speeds["train_seconds"].max())
         final["steps_per_second"] = float(speeds["steps_per_second"].mean())
