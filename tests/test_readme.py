@@ -13,6 +13,7 @@ from conftest import ROOT, alive, described, free_port, started, tree_of, wait_u
 
 TESTED_SECTIONS = {"README.md": "An experiment, step by step", "docs/pipeline.md": "Using DVC directly"}
 ACTIVATE = ". .venv/bin/activate"  # the tests' PATH already leads to the project's environment
+README_LINES = 250  # a newcomer reads it to the end: what does not fit goes to docs/, with a link
 
 
 def readme_commands(document: str, section: str) -> list[str]:
@@ -22,6 +23,12 @@ def readme_commands(document: str, section: str) -> list[str]:
     lines = [line.split(" #")[0].strip() for block in re.findall(r"```bash\n(.*?)```", body, re.S)
              for line in block.splitlines()]
     return [line for line in lines if line and line != ACTIVATE]
+
+
+def test_the_readme_is_short_enough_to_read_to_the_end():
+    lines = len((ROOT / "README.md").read_text().splitlines())  # its generated tables and outputs included
+    assert lines <= README_LINES, (f"README.md has {lines} lines, more than {README_LINES}: move what a newcomer "
+                                   f"can do without to docs/ and link it")
 
 
 def test_the_tested_sections_hold_the_commands_a_newcomer_needs():
