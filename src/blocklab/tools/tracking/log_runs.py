@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -22,6 +24,17 @@ from blocklab.tools.tracking.store import (
     EXPERIMENT_IDS, PARENT_TAG, client_for, ensure_store, experiment_id_of, failure_reason, fluent_tracking_uri,
     tracking_uri,
 )
+
+
+# Variants logged at once to a tracking server, so that its requests overlap instead of waiting one for another
+# (docs/sharing.md has the measurement); a local SQLite store takes one writer at a time: one.
+IN_FLIGHT = 4
+_MODEL_LOGGING = threading.Lock()  # MLflow's log_model logs to its global tracking URI: one model at a time
+
+
+def in_flight(uri: str) -> int:
+    """How many variants `track` logs at once into the store at `uri`."""
+    return IN_FLIGHT if uri.startswith(("http://", "https://")) else 1
 
 
 def _log_all(client, run_id: str, metrics: list, params: list) -> None:
@@ -66,10 +79,11 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
 
 
 def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | None, uri: str | None = None,
-          weights_dir: Path | None = None) -> dict:
+          weights_dir: Path | None = None, at_once: int | None = None) -> dict:
     """Log every run in `runs_dir` (the runs' records, or the train stages' outputs) that the store does not have
     yet, each variant's seeds under a parent run; finish what an earlier, interrupted logging left incomplete by
     logging it anew. Weights and wall times come from `weights_dir` (default: `runs_dir`) where they are.
+    `at_once` variants are logged side by side (default: `in_flight(uri)`).
 
     Returns {"logged": [...], "already": n, "variants": n, "failed": {run: reason}, ...}; a store that
     is unreachable or errors leaves every run in "failed" and raises nothing."""
@@ -100,7 +114,9 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
             _log_variant(client, spec, directories, stored, baselines, figure, mine, trained)
         return mine
 
-    for mine in map(log, specs):
+    with ThreadPoolExecutor(at_once or in_flight(uri), thread_name_prefix="track") as pool:
+        logged = list(pool.map(log, specs))
+    for mine in logged:
         result["logged"] += mine["logged"]
         for name in ("failed", "log_seconds", "train_seconds"):
             result[name].update(mine[name])
@@ -209,14 +225,15 @@ def _log_model(client, run_id: str, directory: Path, experiment_id: str | None) 
     # Pickled (it loads where blocklab is installed): 0.05 s a model here, where MLflow's traced pt2 format took
     # 1 s each, which put the track stage at 5.7% of the training time it logs, over its 5% budget.
     quiet = logging.getLogger("mlflow.pytorch")
-    level, quiet.level = quiet.level, logging.ERROR  # not the pickle warning once per variant: it is our own model
-    try:
-        with fluent_tracking_uri(client.tracking_uri):
-            mlflow.pytorch.log_model(model, name=MODEL_NAME, run_id=run_id, model_id=logged.model_id,
-                                     input_example=example, signature=signature, serialization_format="pickle",
-                                     pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
-    finally:
-        quiet.level = level
+    with _MODEL_LOGGING:  # the fluent API's global URI and the logger's level, one model at a time
+        level, quiet.level = quiet.level, logging.ERROR  # not the pickle warning once per variant: our own model
+        try:
+            with fluent_tracking_uri(client.tracking_uri):
+                mlflow.pytorch.log_model(model, name=MODEL_NAME, run_id=run_id, model_id=logged.model_id,
+                                         input_example=example, signature=signature, serialization_format="pickle",
+                                         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+        finally:
+            quiet.level = level
 
 
 def track_reported(params: Params, runs_dir: Path, reports_dir: Path, uri: str | None = None,
