@@ -20,7 +20,7 @@ from blocklab.run.config import load_params
 from blocklab.tools.tracking import PARENT_TAG, RUN_KEY_TAG, ensure_store, track, workspace_root
 
 from conftest import (
-    alive, described, free_port, pristine_copy, started, started_by_tests, tree_of, wait_until_healthy,
+    ROOT, alive, described, free_port, pristine_copy, started, started_by_tests, tree_of, wait_until_healthy,
 )
 
 
@@ -426,3 +426,24 @@ def test_logging_a_model_leaves_the_process_environment_as_it_was(project, tmp_p
     result = track(only, project.root / "data" / "runs", baselines, None, uri=f"sqlite:///{tmp_path / 'other.db'}")
     assert not result["failed"] and result["variants"] == len(only.ablations["norm_order"].variants)
     assert "MLFLOW_TRACKING_URI" not in os.environ
+
+
+def test_an_interrupted_track_begins_no_more_variants(tmp_path, monkeypatch):
+    """Ctrl-C (SIGINT, delivered to the main thread while the first variant is being logged) stops `track` once the
+    variants being logged end: the rest are not begun, where draining the pool would log the whole plan first."""
+    from blocklab.tools.tracking import log_runs
+
+    params = load_params(ROOT / "params.yaml")
+    begun = []
+
+    def logging_a_variant(client, spec, *args):
+        begun.append(spec.name)
+        if len(begun) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+
+    monkeypatch.setattr(log_runs, "_log_variant", logging_a_variant)
+    with pytest.raises(KeyboardInterrupt):
+        log_runs.track(params, ROOT / "reports/runs", {}, None, uri=f"sqlite:///{tmp_path / 'store.db'}")
+    # one variant at a time into SQLite: the interrupted one, and at most the one its thread took up meanwhile
+    assert 1 <= len(begun) <= 2 < len(params.all_specs()), len(begun)
