@@ -1,6 +1,9 @@
 """The benchmark's parts, on small runs: the lesson's plain loop, the comparison, the FLOP count.
 (No timing is asserted: the machines are shared; the benchmark reports ratios.)"""
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,7 +17,7 @@ from blocklab.run.data import Corpus
 from blocklab.run.model import training_flops_per_token
 from blocklab.run.threads import torch_threads
 from blocklab.run.training import train_run
-from blocklab.tools.bench.queue import QUEUE_SWEEP_PARAM, queue_sweep_values
+from blocklab.tools.bench.queue import QUEUE_SWEEP_PARAM, queue_status, queue_sweep_values
 from blocklab.tools.bench.trainer import compare_trainers, reference_loop
 
 VOCAB = 65
@@ -82,6 +85,16 @@ def test_each_queue_benchmark_sweeps_new_values_that_change_no_result():
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     steps = {spec.train.steps for spec in params.specs() if spec.ablation == ablation}
     assert all(int(v) > max(steps) for v in first + second)  # no run of that ablation is long enough to checkpoint
+
+
+def test_queue_status_reads_an_empty_queue_and_says_what_dvc_said_when_it_fails(tmp_path):
+    env = {**os.environ}
+    (tmp_path / "project").mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "project", check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=tmp_path / "project", check=True)
+    assert "No experiment tasks in the queue." in queue_status(env, tmp_path / "project")
+    with pytest.raises(RuntimeError, match=r"(?s)attempt 1 of 5\).*not inside of a DVC repository"):
+        queue_status(env, tmp_path, pause=0)  # not a torn read: one attempt, DVC's own words
 
 
 def test_plan_cost_trains_what_differs_reads_what_is_shared_and_counts_a_copied_run_as_free(tmp_path):

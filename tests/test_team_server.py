@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from blocklab.run.config import load_params
+from blocklab.tools.bench.queue import queue_status
 from blocklab.tools.tracking import PARENT_TAG, RUN_KEY_TAG
 
 from conftest import free_port, mlflow_server, postgresql_server, pristine_copy, started
@@ -92,7 +93,7 @@ def test_two_queued_experiments_logging_at_once_to_the_server_leave_every_run_on
         try:
             project.run("dvc", "queue", "start", "-j", "2")
             deadline = time.time() + 600
-            while any(w in (status := project.run("dvc", "queue", "status").stdout) for w in ("Queued", "Running")):
+            while any(w in (status := queue_status(project.env, project.root)) for w in ("Queued", "Running")):
                 assert time.time() < deadline, f"the queue has not drained in 600 s:\n{status}{project.diagnostics()}"
                 time.sleep(5)
         finally:

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from blocklab.run.config import load_params
+from blocklab.tools.bench.queue import queue_status
 from blocklab.tools.tracking import PARENT_TAG, RUN_KEY_TAG, ensure_store, track, workspace_root
 
 from conftest import (
@@ -243,7 +244,7 @@ def test_four_queued_experiments_that_break_a_claim_all_record_in_dvc_and_in_the
     deadline = time.time() + 600
     try:
         while True:
-            status = project.run("dvc", "queue", "status").stdout
+            status = queue_status(project.env, project.root)
             if not any(word in status for word in ("Queued", "Running")):
                 break
             assert time.time() < deadline, f"the queue has not drained in 600 s:\n{status}{project.diagnostics()}"

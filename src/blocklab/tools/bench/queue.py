@@ -9,10 +9,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
-
-
-
 QUEUE_SWEEP_PARAM = "ablations.residual.train.checkpoint_every"
 
 
@@ -64,10 +60,30 @@ def _dvc(env: dict, *args: str, check: bool = True) -> str:
     return done.stdout
 
 
+# What `dvc queue status` prints when it reads a task's result file while the worker is still writing it
+# (treeverse/dvc#8014): the read, not the queue, failed.
+_TORN_READ = ("Expecting value", "Extra data", "Unterminated string")
+
+
+def queue_status(env: dict, cwd: Path | str | None = None, attempts: int = 5, pause: float = 1.0) -> str:
+    """`dvc queue status`'s table. A read that meets a result file half-written is tried again, up to
+    `attempts` times; any other failure, or a torn read every time, is an error with DVC's own words."""
+    for attempt in range(attempts):
+        done = subprocess.run([sys.executable, "-m", "dvc", "queue", "status"], cwd=cwd, env=env,
+                              capture_output=True, text=True)
+        if done.returncode == 0:
+            return done.stdout
+        if not any(torn in done.stderr for torn in _TORN_READ):
+            break
+        time.sleep(pause)
+    raise RuntimeError(f"dvc queue status failed ({done.returncode}, attempt {attempt + 1} of {attempts}):\n"
+                       f"{done.stdout}{done.stderr}")
+
+
 def _wait_for_queue(env: dict, names: list[str], poll: float = 2.0) -> None:
     """Until every named experiment has succeeded; a failed one is an error."""
     while True:
-        lines = [line for line in _dvc(env, "queue", "status").splitlines() if any(n in line for n in names)]
+        lines = [line for line in queue_status(env).splitlines() if any(n in line for n in names)]
         if any("Failed" in line for line in lines):
             raise RuntimeError("a queued experiment failed:\n" + "\n".join(lines))
         if len(lines) == len(names) and all("Success" in line for line in lines):
