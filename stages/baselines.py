@@ -7,7 +7,7 @@ import click
 from blocklab.analysis.baselines import unigram_baselines
 from blocklab.errors import reports_errors
 from blocklab.run.data import load_corpus
-from blocklab.run.results import write_json
+from blocklab.json_files import write_json
 
 
 @click.command()

@@ -6,7 +6,7 @@ import click
 
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 from blocklab.run.data import encode
 
 

@@ -12,8 +12,8 @@ from blocklab.analysis.maps import map_summary, write_tables
 from blocklab.analysis.report import collect, variant_summary
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
-from blocklab.run.config import load_params
-from blocklab.run.results import write_json
+from blocklab.params.schema import load_params
+from blocklab.json_files import write_json
 
 
 @click.command()

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from blocklab.errors import reports_errors
-from blocklab.run.results import write_json
+from blocklab.json_files import write_json
 from blocklab.tools.fingerprint import digests, recorded
 
 

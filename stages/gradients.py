@@ -7,8 +7,8 @@ import click
 from blocklab.analysis.gradients import gradient_table
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
-from blocklab.run.config import load_params
-from blocklab.run.results import write_json
+from blocklab.params.schema import load_params
+from blocklab.json_files import write_json
 
 
 @click.command()

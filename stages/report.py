@@ -15,7 +15,7 @@ from blocklab.analysis.reference import load_reference
 from blocklab.analysis.report import summary_markdown
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 
 
 @click.command()

@@ -8,8 +8,10 @@ import click
 
 from blocklab.errors import BlocklabError, reports_errors
 from blocklab.options import params_option
-from blocklab.run.config import load_params
-from blocklab.run.results import SAMPLE_FILE, read_metrics, run_dir, write_json
+from blocklab.params.schema import load_params
+from blocklab.json_files import write_json
+from blocklab.records import read_metrics, run_dir
+from blocklab.run.results import SAMPLE_FILE
 from blocklab.run.sample import PROMPT, RECORDED_CHARACTERS, SEED, TEMPERATURE, TOP_K
 
 

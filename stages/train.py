@@ -12,7 +12,7 @@ import click
 
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 from blocklab.run.data import load_corpus
 from blocklab.schedule.cluster import scheduler_address
 from blocklab.schedule.plan import planned_runs, stage_runs

@@ -8,8 +8,9 @@ import click
 
 from blocklab.errors import BlocklabError, reports_errors
 from blocklab.options import params_option
-from blocklab.run.config import load_params
-from blocklab.run.results import DIGEST_FILE, write_json
+from blocklab.params.schema import load_params
+from blocklab.json_files import write_json
+from blocklab.run.results import DIGEST_FILE
 
 
 @click.command()

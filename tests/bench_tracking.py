@@ -19,7 +19,7 @@ from conftest import free_port, postgresql_server, started, wait_until_healthy
 
 
 def main(project: Path, work: Path, names: list[str]) -> None:
-    from blocklab.run.config import load_params
+    from blocklab.params.schema import load_params
     from blocklab.tools.tracking.log_runs import IN_FLIGHT, track
 
     os.chdir(project)

@@ -196,7 +196,7 @@ def corpus(tmp_path) -> Path:
 
 def plots_of(dvc_yaml: Path, params: dict) -> None:
     """dvc.yaml's loss plots drawing only the variants `params` keeps (and the maps' lr plots their lines)."""
-    from blocklab.run.config import parse_params
+    from blocklab.params.schema import parse_params
     from blocklab.analysis.maps import lr_plot_columns
 
     pipeline = yaml.safe_load(dvc_yaml.read_text())

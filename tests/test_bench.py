@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from blocklab.run.cell import THREADS
-from blocklab.run.config import RunSpec, load_params
+from blocklab.params.schema import RunSpec, load_params
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
-from blocklab.run.model import training_flops_per_token
+from blocklab.run.model import planned_flops_per_token
 from blocklab.run.threads import torch_threads
 from blocklab.run.training import train_run
 from blocklab.tools.bench.queue import QUEUE_SWEEP_PARAM, queue_status, queue_sweep_values
@@ -67,11 +67,28 @@ def test_the_comparison_can_show_how_far_rounding_alone_moves_each_result():
     assert figures["max_abs_rounding_difference"] == abs(row["rounding_difference"])
 
 
+def test_a_models_compute_counts_its_own_matrices_and_its_parameters_without_the_embeddings():
+    from blocklab.run.model import build_model, parameter_counts, training_flops_per_token
+
+    d, V = 64, 65
+    for cfg in (ModelConfig(), ModelConfig(ffn="swiglu", rope=True, bias=False), ModelConfig(n_layers=2, d_model=32)):
+        model = build_model(cfg, V, seed=0)
+        counts = parameter_counts(model)
+        positions = 0 if cfg.rope else cfg.context * cfg.d_model
+        assert counts["non_embedding"] == counts["total"] - V * cfg.d_model - positions
+        assert training_flops_per_token(model, cfg.context) == planned_flops_per_token(cfg, V)
+    swiglu = ModelConfig(ffn="swiglu")
+    hidden = build_model(swiglu, V, seed=0).blocks[0].ffn.w1.out_features
+    mlp_matrices, swiglu_matrices = 2 * 4 * d * d, 3 * d * hidden  # what each feed-forward multiplies, per layer
+    assert planned_flops_per_token(swiglu, V) - planned_flops_per_token(ModelConfig(), V) == \
+        3 * 2 * 6 * (swiglu_matrices - mlp_matrices)
+
+
 def test_training_flops_per_token_count_the_lessons_matrix_products():
     d, T, V = 64, 32, 65
     per_layer_forward = 2 * (d * 3 * d + d * d) + 2 * 2 * (d * 4 * d) + 2 * 2 * T * d
-    assert training_flops_per_token(ModelConfig(), V) == 3 * (6 * per_layer_forward + 2 * d * V)
-    assert training_flops_per_token(ModelConfig(n_layers=12), V) > training_flops_per_token(ModelConfig(), V)
+    assert planned_flops_per_token(ModelConfig(), V) == 3 * (6 * per_layer_forward + 2 * d * V)
+    assert planned_flops_per_token(ModelConfig(n_layers=12), V) > planned_flops_per_token(ModelConfig(), V)
 
 
 def test_each_queue_benchmark_sweeps_new_values_that_change_no_result():

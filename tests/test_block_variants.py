@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.model import MLP, Block, SwiGLU, TinyLM, build_model, parameter_counts
 from blocklab.run.optimizer import AdamW

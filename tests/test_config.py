@@ -1,6 +1,8 @@
 import pytest
 
-from blocklab.run.config import ParamsError, load_params, parse_params
+from blocklab.params.problems import ParamsError
+
+from blocklab.params.schema import load_params, parse_params
 
 from conftest import ROOT
 

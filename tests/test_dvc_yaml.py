@@ -53,7 +53,7 @@ def map_plot(name: str) -> str:
 
 
 def _map_lines(name: str) -> list[str]:
-    from blocklab.run.config import load_params
+    from blocklab.params.schema import load_params
     from blocklab.analysis.maps import lr_plot_columns
 
     return lr_plot_columns(load_params(ROOT / "params.yaml"), name)

@@ -12,7 +12,7 @@ import yaml
 from blocklab.analysis.claims import Reports, check_claims, load_claims
 from blocklab.analysis.maps import lr_groups
 from blocklab.analysis.reference import load_reference
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 
 from conftest import ROOT
 

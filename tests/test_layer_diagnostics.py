@@ -74,7 +74,7 @@ def test_every_run_records_each_blocks_values_at_each_evaluation_step(tmp_path):
 def test_mlflow_gets_each_blocks_history_and_a_blockless_model_none(tmp_path, kind):
     """A bigram has no blocks: its layers.csv is a header, and logging it to MLflow gives no metric (it once
     failed the whole run's logging)."""
-    from blocklab.run.results import read_layers
+    from blocklab.records import read_layers
     from blocklab.tools.tracking.payloads import layer_curve_metrics
 
     g = torch.Generator().manual_seed(1)

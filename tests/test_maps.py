@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from blocklab.cli import main
-from blocklab.run.config import ParamsError, parse_params
+from blocklab.params.problems import ParamsError
+from blocklab.params.schema import parse_params
 from blocklab.analysis.maps import (
     cell_table, group_name, group_words, lr_groups, lr_sensitivity, map_runs_frame, map_summary, seed_max_trainable_lr,
     seed_sensitivities,

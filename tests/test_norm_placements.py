@@ -12,7 +12,9 @@ import torch.nn.functional as F
 import yaml
 from conftest import ROOT
 
-from blocklab.run.config import ParamsError, load_params
+from blocklab.params.problems import ParamsError
+
+from blocklab.params.schema import load_params
 from blocklab.run.model import Block, DyT, TinyLM, build_model
 from blocklab.run.settings import ModelConfig
 

@@ -6,7 +6,9 @@ import sys
 import pytest
 import yaml
 
-from blocklab.run.config import ParamsError, load_params
+from blocklab.params.problems import ParamsError
+
+from blocklab.params.schema import load_params
 
 from conftest import ROOT
 

@@ -10,8 +10,8 @@ import yaml
 from blocklab.run.numerics import vendor_family
 
 from blocklab.analysis.claims import load_claims
-from blocklab.run.config import load_params
-from blocklab.run.results import read_metrics
+from blocklab.params.schema import load_params
+from blocklab.records import read_metrics
 
 from conftest import ROOT, SHARED_CORPUS, copy_project
 

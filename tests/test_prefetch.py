@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from blocklab.run.config import RunSpec, load_params
+from blocklab.params.schema import RunSpec, load_params
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.schedule.plan import ensure_stored, estimated_seconds, planned_runs
 from blocklab.schedule.run_store import RunKeys, RunStore

@@ -165,7 +165,8 @@ def test_weight_decay_is_coupled_to_the_learning_rate_or_independent_of_it(indep
 
 
 def test_the_switches_are_validated_fields_off_by_default():
-    from blocklab.run.config import ParamsError, _replace_checked
+    from blocklab.params.problems import ParamsError
+    from blocklab.params.schema import _replace_checked
 
     assert (ModelConfig().qk_norm, ModelConfig().parametrization, TrainConfig().z_loss) == ("none", "standard", 0.0)
     assert (TrainConfig().weight_decay, TrainConfig().independent_weight_decay) == (0.01, False)

@@ -1,6 +1,7 @@
 """Each run's record (reports/runs/<run>/): what git keeps of a run, the run's own bytes, its weights kept out."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -80,7 +81,7 @@ def test_a_record_is_the_runs_own_bytes_with_its_settings_and_without_wall_times
 def test_every_trained_run_has_its_record_in_reports_equal_to_what_it_wrote(reproduced_project):
     """The records the train stages write beside data/runs: one folder per run of the plan, named by its run
     key, every recorded file byte for byte the run's, its settings params.yaml's resolved ones."""
-    from blocklab.run.config import load_params
+    from blocklab.params.schema import load_params
     from blocklab.schedule.plan import record_settings
 
     root = reproduced_project.root
@@ -102,3 +103,21 @@ def test_every_trained_run_has_its_record_in_reports_equal_to_what_it_wrote(repr
     assert recorded == {spec.key(seed) for spec, seed in runs}  # nothing else, no wall time, no weights
     names = {p.name for p in (root / "reports/runs").rglob("*") if p.is_file()}
     assert names <= {*RECORDED_FILES, SETTINGS_FILE}
+
+
+def test_every_committed_record_holds_the_settings_params_yaml_resolves_to_today():
+    """A run's key hashes its resolved settings, but a train stage depends on params.yaml's values, not on the schema
+    that resolves them (blocklab.params, outside the key): a change to how a value resolves would leave every train
+    stage as it was. The committed records say what each run trained with; they must still be what params.yaml
+    resolves to, and hold no run the plan no longer has."""
+    from blocklab.params.schema import load_params
+    from blocklab.schedule.plan import record_settings
+    from blocklab.schedule.stages import RECORDS_DIR
+
+    root = Path(__file__).resolve().parents[1]
+    runs = load_params(root / "params.yaml").runs()
+    for spec, seed in runs:
+        recorded = json.loads((root / RECORDS_DIR / spec.key(seed) / SETTINGS_FILE).read_text())
+        assert recorded == json.loads(json.dumps(record_settings(spec, seed))), spec.key(seed)
+    on_disk = {p.parent.relative_to(root / RECORDS_DIR).as_posix() for p in (root / RECORDS_DIR).rglob(SETTINGS_FILE)}
+    assert on_disk == {spec.key(seed) for spec, seed in runs}

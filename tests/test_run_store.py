@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import blocklab.run
-from blocklab.run.config import RunSpec, load_params
+from blocklab.params.schema import RunSpec, load_params
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.schedule import run_store
 from blocklab.schedule.run_store import DamagedEntry, RunKeys, RunStore
@@ -211,3 +211,47 @@ def test_a_run_with_the_settings_of_one_trained_before_is_copied_byte_for_byte(r
         assert json.loads((runs / later / "timing.json").read_text())["reused_from"] == first
     copied = [line for line in out.splitlines() if "copied, not trained again" in line]
     assert len(copied) == len(pairs), copied
+
+
+# Modules outside the run key, one of each kind: the schema and its wording, the figures' names, a map cell's name,
+# a plot, the command line, the general helpers, where and when runs train, the train stage's own script.
+OUTSIDE_THE_KEY = ("src/blocklab/params/schema.py", "src/blocklab/params/problems.py", "src/blocklab/params/figures.py",
+                   "src/blocklab/params/cells.py", "src/blocklab/analysis/plots.py", "src/blocklab/cli.py",
+                   "src/blocklab/json_files.py", "src/blocklab/records.py", "src/blocklab/schedule/plan.py",
+                   "stages/train.py")
+
+
+@pytest.mark.slow
+def test_a_changed_line_outside_the_key_moves_no_key_and_stales_no_train_stage_one_in_the_model_moves_all(
+        reproduced_project, tmp_path, monkeypatch):
+    """Both directions of the key's promise, on a copy of the tree: DVC's view (`dvc status` of every train and map
+    stage) and the run store's (every run's store key)."""
+    from blocklab.params.schema import load_params
+    from blocklab.schedule.plan import planned_runs
+
+    from conftest import pristine_copy
+
+    project = pristine_copy(reproduced_project, tmp_path / "project")
+    trains = {name for name in project.run("dvc", "stage", "list", "--name-only").stdout.split()
+              if name.startswith(("train_", "map_"))}
+    assert trains
+
+    def stale() -> set[str]:
+        return set(json.loads(project.run("dvc", "status", "--json").stdout)) & trains
+
+    def keys() -> list[str]:
+        monkeypatch.setattr(run_store, "RUN_CODE", project.root / "src/blocklab/run")
+        runs = planned_runs(load_params(project.root / "params.yaml").all_specs(),
+                            RunKeys(project.root / "data/encoded"))
+        return [run.store_key for run in runs]
+
+    assert not stale()
+    before = keys()
+    for path in OUTSIDE_THE_KEY:
+        (project.root / path).write_text((project.root / path).read_text() + "\n# a changed line\n")
+        assert not stale(), f"a changed line in {path} stales train stages: {sorted(stale())}"
+    assert keys() == before
+    model = project.root / "src/blocklab/run/model.py"
+    model.write_text(model.read_text() + "\n# a changed line\n")
+    assert stale() == trains
+    assert not set(keys()) & set(before)

@@ -1,16 +1,20 @@
 """`blocklab sample` and the samples of the report: what a trained model writes, from its saved weights."""
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from blocklab.cli import main
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 from blocklab.run.data import load_corpus
-from blocklab.run.results import MODEL_FILE, read_metrics
+from blocklab.records import read_metrics
+from blocklab.run.results import MODEL_FILE
 from blocklab.run.training import evaluate_loss, validation_windows
 from blocklab.tools.sampling import read_model
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -94,3 +98,11 @@ def test_the_samples_and_the_summary_are_byte_identical_when_made_again(project)
     project.run("dvc", "repro", "--force", "--single-item", "samples")
     project.run("dvc", "repro", "--force", "--single-item", "report")
     assert [f.read_bytes() for f in files] == before
+
+
+def test_a_map_cells_missing_weights_name_the_maps_stage_not_a_train_stage():
+    from blocklab.tools.run_weights import weights_not_here
+
+    spec = load_params(ROOT / "params.yaml").map_specs("stability")[0]
+    words = " ".join(weights_not_here(spec, spec.seeds[0], Path("nowhere")).split())
+    assert f"`dvc pull map_stability@{spec.variant}`" in words, words

@@ -90,11 +90,12 @@ def _covered(deps: list[str]) -> set[str]:
 
 @pytest.mark.parametrize("name, needed, deps", list(_stages()), ids=[s[0] for s in _stages()])
 def test_a_stage_depends_on_every_project_module_its_command_imports(name, needed, deps):
-    """A train or map stage depends on blocklab.run, whole: the code that decides its runs' numbers (where and
-    when they train, blocklab.schedule, and the command-line plumbing change no result, and re-run no stage)."""
+    """A train or map stage depends on blocklab.run, whole, and the corpus: what its runs' keys hash (the stage's
+    script, where and when runs train, blocklab.schedule, and the command-line plumbing change no result, and
+    re-run no stage)."""
     if name.startswith(TRAINS):  # the rest of what the stage imports decides where and when, not the numbers
-        needed = {path for path in needed if not path.startswith("src/blocklab/") or path.startswith(RUN_PACKAGE)}
-        assert RUN_PACKAGE in deps
+        assert deps == [RUN_PACKAGE, "data/encoded"], "a train stage depends on its run key's code and the corpus"
+        return
     missing = sorted(needed - _covered(deps) - ALWAYS_IMPORTED)
     assert not missing, f"stage {name} imports {missing} without listing them in its deps"
 
@@ -109,7 +110,7 @@ def test_a_stage_depends_on_no_project_module_its_command_does_not_import(name, 
 def test_the_stages_that_do_not_train_do_not_import_torch():
     # Importing torch takes ~2 s; downloading, encoding, counting the baselines, evaluating, drawing, tracking and
     # checking need none.
-    modules = ["run.config", "run.data", "run.results", "analysis.baselines", "analysis.reference", "analysis.report",
+    modules = ["params.schema", "run.data", "run.results", "analysis.baselines", "analysis.reference", "analysis.report",
                "analysis.plots", "analysis.claims", "analysis.check", "tools.tracking", "cli"]
     code = "import sys\n" + "".join(f"import blocklab.{m}\n" for m in modules) + "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 from blocklab.tools.bench.queue import queue_status
 from blocklab.tools.tracking import PARENT_TAG, RUN_KEY_TAG
 

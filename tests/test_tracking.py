@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 from blocklab.tools.bench.queue import queue_status
 from blocklab.tools.tracking import PARENT_TAG, RUN_KEY_TAG, ensure_store, track, workspace_root
 
@@ -65,6 +65,9 @@ def test_the_pipeline_logs_every_run_with_params_steps_and_artifacts(project):
         assert run.data.metrics["baseline_unigram"] == pytest.approx(metrics["baselines"]["unigram"])
         assert run.data.metrics["train_seconds"] > 0
         assert run.data.metrics["steps_per_second"] == pytest.approx(final["steps"] / run.data.metrics["train_seconds"])
+        assert 0 <= run.data.metrics["n_params_non_embedding"] < run.data.metrics["n_params"]  # a bigram's: 0
+        assert run.data.metrics["flops_per_second"] == pytest.approx(
+            run.data.metrics["training_flops"] / run.data.metrics["train_seconds"])
         history = client_for(uri).get_metric_history(run.info.run_id, "train_loss")
         assert [m.step for m in history] == list(range(final["steps"]))
         artifacts = {a.path for a in client_for(uri).list_artifacts(run.info.run_id)}
@@ -99,6 +102,7 @@ def test_each_variant_is_a_parent_run_with_the_seed_means_and_its_seeds_nested_u
         children = [r for r in runs_in(uri, f"blocklab/{ablation}") if r.data.tags.get(PARENT_TAG) == parent.info.run_id]
         assert sorted(r.info.run_name for r in children) == [f"{variant}/seed{s}" for s in seed_numbers]
         assert parent.data.metrics["train_seconds"] == pytest.approx(max(r.data.metrics["train_seconds"] for r in children))
+        assert {parent.data.metrics["training_flops"]} == {r.data.metrics["training_flops"] for r in children}
         mean_curve = client.get_metric_history(parent.info.run_id, "train_loss")
         seed_curves = [client.get_metric_history(r.info.run_id, "train_loss") for r in children]
         assert [m.step for m in mean_curve] == [m.step for m in seed_curves[0]]

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from blocklab.errors import BlocklabError
+from blocklab.run.model import planned_flops_per_token
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.training import learning_rate, train_run, validation_windows
 
@@ -83,6 +84,8 @@ def test_an_absurd_learning_rate_diverges_and_the_run_stops_there_with_finite_me
     assert m["steps"] == m["diverged_at_step"] + 1 == len(result.curve) < 200
     assert all(v is None or math.isfinite(v) for v in (m["train_loss_last25"], m["val_loss"], m["max_grad_norm"]))
     json.dumps(m, allow_nan=False)  # valid JSON: no NaN
+    per_token = planned_flops_per_token(ModelConfig(d_model=16, n_heads=2, n_layers=2, context=8, norm="post"), vocab)
+    assert m["training_flops"] == per_token * cfg.batch_size * 8 * m["steps"]  # the steps it trained, not the plan's
 
 
 def test_a_healthy_run_is_not_marked_diverged():
@@ -90,6 +93,7 @@ def test_a_healthy_run_is_not_marked_diverged():
     cfg = TrainConfig(steps=10, lr=1e-3, batch_size=4, eval_interval=5, eval_windows=8, device="cpu")
     m = train_run(SMALL_MODEL, cfg, 0, train, val, vocab).metrics
     assert m["diverged"] is False and m["diverged_at_step"] is None and m["steps"] == 10
+    assert m["training_flops"] == planned_flops_per_token(SMALL_MODEL, vocab) * 10 * cfg.batch_size * SMALL_MODEL.context
 
 
 def test_an_interrupted_long_run_resumes_from_its_checkpoint_to_the_uninterrupted_curve(tmp_path, monkeypatch):
@@ -135,7 +139,8 @@ def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path):
 
 
 def test_a_written_run_reads_back_with_its_curve_and_metrics(tmp_path):
-    from blocklab.run.results import read_curve, read_metrics, read_timing, write_run
+    from blocklab.records import read_curve, read_metrics, read_timing
+    from blocklab.run.results import write_run
 
     train, val, vocab = corpus()
     cfg = TrainConfig(steps=12, batch_size=4, eval_interval=5, eval_windows=8, device="cpu")

@@ -11,7 +11,7 @@ import click
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
 from blocklab.schedule.stages import ENCODED, RECORDS_DIR, RUNS_DIR, STORE_DIR
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 
 
 
@@ -216,7 +216,7 @@ def check(ctx: click.Context, claims_file: str, metrics_file: str, gradients_fil
     inconclusive; 2 the claims file is malformed or names a run params.yaml does not plan (the pipeline
     is broken, which says nothing about the findings)."""
     from blocklab.analysis.check import BrokenPipeline, check_reports, recorded, show
-    from blocklab.run.results import write_json
+    from blocklab.json_files import write_json
 
     try:
         checked = check_reports(claims_file, metrics_file, gradients_file, runs_dir, reference_file, params_file)

@@ -22,7 +22,7 @@ from blocklab.analysis.claims import (
 from blocklab.analysis.maps import lr_groups
 from blocklab.analysis.reference import load_reference
 from blocklab.errors import BlocklabError
-from blocklab.run.config import Params, load_params
+from blocklab.params.schema import Params, load_params
 
 STYLES = {"holds": {"fg": "green"}, "fails": {"fg": "red", "bold": True},
           "inconclusive": {"fg": "yellow", "bold": True}, "not comparable": {"fg": "blue"},

@@ -13,7 +13,7 @@ import pandas as pd
 from blocklab.analysis.maps import cell_table, map_runs_frame
 from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plain_log_ticks, plt, save_figure
 from blocklab.analysis.report import BLOWN_UP_MARGIN
-from blocklab.run.config import Params
+from blocklab.params.schema import Params
 
 
 COLLAPSED_COLOUR, BLOWN_UP_COLOUR = "0.82", "#e8a09a"  # cells where no seed trained: apart from the scale

@@ -31,7 +31,8 @@ from pathlib import Path
 import pandas as pd
 
 from blocklab.analysis.intervals import half_width
-from blocklab.run.config import Params, RunSpec, spelled
+from blocklab.params.cells import spelled
+from blocklab.params.schema import Params, RunSpec
 from blocklab.run.results import PROBES
 
 LR_FIELD = "lr"

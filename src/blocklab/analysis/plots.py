@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 from blocklab.analysis.intervals import half_width  # noqa: E402
 from blocklab.analysis.reference import published  # noqa: E402
 from blocklab.analysis.report import curves_frame, plot_table, runs_frame  # noqa: E402
-from blocklab.run.config import Ablation, load_params  # noqa: E402
+from blocklab.params.schema import Ablation, load_params  # noqa: E402
 
 SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
 LOSS_LABEL = "loss (nats per character)"

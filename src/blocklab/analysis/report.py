@@ -9,8 +9,8 @@ import pandas as pd
 
 from blocklab.analysis.intervals import half_width
 from blocklab.analysis.reference import published, published_loss
-from blocklab.run.config import Params, RunSpec
-from blocklab.run.results import read_curve, read_metrics, read_timing, run_dir
+from blocklab.params.schema import Params, RunSpec
+from blocklab.records import read_curve, read_metrics, read_timing, run_dir
 
 COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends no more than this below the unigram baseline (or above it)
 BLOWN_UP_MARGIN = 0.5  # a run "blew up" when it ends more than this above the uniform guess, ln V, or not finite

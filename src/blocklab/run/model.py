@@ -2,13 +2,15 @@
 
 Every choice an ablation makes (attention heads and projection, feed-forward kind and width,
 activation, norm type and placement, residual scheme, depth) is a field of `ModelConfig` (in
-`blocklab.run.config`, with the rest of params.yaml's schema) and is read in exactly one place below.
+`blocklab.params.schema`, with the rest of params.yaml's schema) and is read in exactly one place below.
 The defaults build the lesson's model; module creation order (embeddings, blocks: norms, attention,
 feed-forward; final norm, head) fixes what a seed initialises. How many threads compute it (which
 decides how its sums round) is `blocklab.schedule.pool`'s business, not the model's.
 """
 
 from __future__ import annotations
+
+from functools import cache
 
 import torch
 import torch.nn as nn
@@ -279,7 +281,8 @@ def build_model(cfg: ModelConfig, vocab_size: int, seed: int) -> nn.Module:
 
 
 def parameter_counts(model: nn.Module) -> dict[str, int]:
-    """Parameters in total and by part: attention, feed-forward, and everything else."""
+    """Parameters in total, without the embeddings (the token and position tables: Kaplan et al. 2020's N), and by
+    part: attention, feed-forward, and everything else."""
     def count(modules) -> int:
         return sum(p.numel() for m in modules if m is not None for p in m.parameters())
 
@@ -289,17 +292,28 @@ def parameter_counts(model: nn.Module) -> dict[str, int]:
     feed_forward = count(b.ffn for b in blocks)
     return {
         "total": total,
+        "non_embedding": total - count(m for m in model.modules() if isinstance(m, nn.Embedding)),
         "attention": attention,
         "feed_forward": feed_forward,
         "other": total - attention - feed_forward,
     }
 
 
-def training_flops_per_token(cfg: ModelConfig, vocab: int) -> int:
-    """Matrix-product FLOPs to train on one token: 3x the forward pass (backward costs about twice
-    the forward). Forward per token and layer: q,k,v and output projections 2*4*d^2, feed-forward
-    2*2*m*d^2, attention scores and weighted sum 2*2*T*d (full T x T, as the kernels compute it);
-    plus the head, 2*d*V. Element-wise work (norms, softmax, GELU, AdamW) is not counted."""
-    d, T, m = cfg.d_model, cfg.context, cfg.ffn_mult
-    per_layer = 8 * d * d + 4 * m * d * d + 4 * T * d
-    return 3 * (cfg.n_layers * per_layer + 2 * d * vocab)
+def training_flops_per_token(model: nn.Module, context: int) -> int:
+    """Matrix-product FLOPs to train on one token: 3x the forward pass (the backward costs about twice the
+    forward), as in Kaplan et al. (2020)'s C = 6NT plus attention. Forward: 2 per weight of every linear layer
+    (the projections, the feed-forward's matrices, the head), and per attention layer 2*2*T*d for its scores and
+    weighted sum (the full T x T, as the kernels compute it). An embedding is a lookup; element-wise work (norms,
+    softmax, activations, AdamW) is not counted."""
+    matrices = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    attention = sum(4 * context * m.qkv.in_features for m in model.modules() if isinstance(m, CausalSelfAttention))
+    return 3 * (2 * matrices + attention)
+
+
+@cache
+def planned_flops_per_token(cfg: ModelConfig, vocab: int) -> int:
+    """`training_flops_per_token` of the model `cfg` builds, counted without building its weights (on PyTorch's
+    meta device): what planning and benchmarks estimate from settings alone."""
+    with torch.device("meta"):
+        model = MODELS[cfg.kind](cfg, vocab)
+    return training_flops_per_token(model, cfg.context)

@@ -1,4 +1,4 @@
-"""The files one trained run leaves behind, and reading them back.
+"""The files one trained run leaves behind (blocklab.records reads them back).
 
     <runs>/<ablation>/<variant>/seed<k>/curve.csv     step, loss, grad_norm, lr, val_loss, attn_logit_max,
                                                       logit_log_z (blocklab.run.diagnostics)
@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from blocklab.run.settings import ModelConfig
 
 PROBES = ("attn_logit_max", "logit_log_z")  # blocklab.run.diagnostics: what a run records at its evaluation steps
@@ -80,13 +78,8 @@ def finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def run_dir(variant_dir: Path, seed: int) -> Path:
-    return Path(variant_dir) / f"seed{seed}"
-
-
-def write_json(path: Path, data: dict, sort_keys: bool = True) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def write_run(directory: Path, result: RunResult, tokens_per_step: int, model: "ModelConfig | None" = None,
@@ -103,9 +96,9 @@ def write_run(directory: Path, result: RunResult, tokens_per_step: int, model: "
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(LAYER_COLUMNS)
         writer.writerows([["" if row[c] is None else row[c] for c in LAYER_COLUMNS] for row in result.layers])
-    write_json(directory / "metrics.json", result.metrics)
+    _write_json(directory / "metrics.json", result.metrics)
     steps = result.metrics["steps"]
-    write_json(
+    _write_json(
         directory / "timing.json",
         {"seconds": result.seconds, "tokens_per_second": steps * tokens_per_step / result.seconds,
          "resumed_from_step": result.resumed_from, "started_at": result.started_at, "ended_at": result.ended_at,
@@ -133,25 +126,4 @@ def write_record(run_folder: Path, record: Path, settings: dict) -> None:
             (record / name).write_bytes(source.read_bytes())
         else:
             (record / name).unlink(missing_ok=True)
-    write_json(record / SETTINGS_FILE, settings)
-
-
-def read_metrics(directory: Path) -> dict:
-    return json.loads((Path(directory) / "metrics.json").read_text())
-
-
-def read_timing(directory: Path) -> dict:
-    return json.loads((Path(directory) / "timing.json").read_text())
-
-
-def read_curve(directory: Path) -> "pd.DataFrame":
-    import pandas as pd
-
-    return pd.read_csv(Path(directory) / "curve.csv")
-
-
-def read_layers(directory: Path) -> "pd.DataFrame":
-    """layers.csv: per evaluation step and block, the residual stream's diagnostics."""
-    import pandas as pd
-
-    return pd.read_csv(Path(directory) / "layers.csv")
+    _write_json(record / SETTINGS_FILE, settings)

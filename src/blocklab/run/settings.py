@@ -1,5 +1,5 @@
 """What one run trains with: the model's settings and the training's, each field with its default (the lesson's
-TinyLM and loop) and its check. `params.yaml` (blocklab.run.config) resolves every run to one of each."""
+TinyLM and loop) and its check. `params.yaml` (blocklab.params.schema) resolves every run to one of each."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from blocklab.errors import BlocklabError
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.diagnostics import Diagnostics
-from blocklab.run.model import build_model, learning_rate_multipliers, parameter_counts
+from blocklab.run.model import build_model, learning_rate_multipliers, parameter_counts, training_flops_per_token
 from blocklab.run.optimizer import AdamW
 from blocklab.run.results import LAYER_PROBES, PROBES, RunResult, finite_or_none
 
@@ -198,13 +198,14 @@ def train_run(
     if saving is not None:
         saving.remove()
     done = steps if diverged_at is None else diverged_at + 1
-    metrics = final_metrics(model, record, done, diverged_at, device)
+    metrics = final_metrics(model, record, done, diverged_at, device, tokens_per_step=B * T, context=T)
     if train_cfg.eval_batches:  # only then: the metrics of runs without it stay as they were
         metrics["val_loss_batches"] = finite_or_none(random_batches_loss(model, val, T, B, train_cfg.eval_batches,
                                                                          seed))
     weights = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
-    return RunResult(curve=curve_rows(record, train_cfg, done), metrics=metrics, layers=layer_rows(record), seconds=seconds,
-                     resumed_from=record.first, weights=weights, started_at=started_at, ended_at=ended_at)
+    return RunResult(curve=curve_rows(record, train_cfg, done), metrics=metrics, layers=layer_rows(record),
+                     seconds=seconds, resumed_from=record.first, weights=weights, started_at=started_at,
+                     ended_at=ended_at)
 
 
 def curve_rows(record: Record, train_cfg: TrainConfig, done: int) -> list[dict]:
@@ -234,10 +235,11 @@ def layer_metrics(layers: list[dict]) -> dict:
 
 
 def final_metrics(model: torch.nn.Module, record: Record, done: int, diverged_at: int | None,
-                  device: torch.device) -> dict:
+                  device: torch.device, tokens_per_step: int, context: int) -> dict:
     """metrics.json: the lesson's figure (the mean training loss over the last 25 steps), the last evaluation,
-    the largest gradient norm, the parameter counts, and what produced the run. None where a diverged run has
-    no finite value to report (JSON has no NaN)."""
+    the largest gradient norm, the parameter counts, the training compute (the FLOPs of the `done` steps
+    trained: blocklab.run.model.training_flops_per_token), and what produced the run. None where a diverged run
+    has no finite value to report (JSON has no NaN)."""
     last = [x for x in record.losses[:done][-LAST_STEPS:].tolist() if math.isfinite(x)]
     finite_norms = [x for x in record.grad_norms[:done].tolist() if math.isfinite(x)]
     counts = parameter_counts(model)
@@ -251,11 +253,13 @@ def final_metrics(model: torch.nn.Module, record: Record, done: int, diverged_at
         "diverged": diverged_at is not None,
         "diverged_at_step": diverged_at,
         "n_params": counts["total"],
+        "n_params_non_embedding": counts["non_embedding"],
         "n_params_attention": counts["attention"],
         "n_params_feed_forward": counts["feed_forward"],
         "share_attention": counts["attention"] / counts["total"],
         "share_feed_forward": counts["feed_forward"] / counts["total"],
         "steps": done,
+        "training_flops": training_flops_per_token(model, context) * tokens_per_step * done,
         # What produced it, so that a result restored from a shared DVC remote says where it came from.
         "device": device.type,
         "torch_version": torch.__version__,

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from blocklab.run.config import RunSpec
+from blocklab.params.schema import RunSpec
 from blocklab.run.data import Corpus
-from blocklab.run.results import read_metrics, read_timing, run_dir, write_json, write_record, write_run
+from blocklab.json_files import write_json
+from blocklab.records import read_metrics, read_timing, run_dir
+from blocklab.run.results import write_record, write_run
 from blocklab.schedule.run_store import DamagedEntry, RunKeys, RunStore
 
 if TYPE_CHECKING:  # the trainer (torch: 2-3 s to import) is imported only when a run trains, so that a stage
@@ -98,14 +100,14 @@ def estimated_seconds(spec: RunSpec, vocab: int = 65) -> float:
 def cost_terms(spec: RunSpec, vocab: int = 65) -> tuple[float, float, float, float]:
     """What `COSTS` multiply: the run's matrix-product FLOPs, its tokens x channels x layers, its steps x
     layers and its steps (evaluations counted as tokens)."""
-    from blocklab.run.model import training_flops_per_token
+    from blocklab.run.model import planned_flops_per_token
 
     cfg, train = spec.model, spec.train
     layers = max(cfg.n_layers, 1)
     evaluations = train.steps // train.eval_interval + 2
     evaluated = evaluations * (train.eval_windows + train.eval_batches * train.batch_size) * cfg.context / 3
     tokens = train.steps * train.batch_size * cfg.context + evaluated
-    return (training_flops_per_token(cfg, vocab) * tokens, cfg.d_model * layers * tokens, train.steps * layers,
+    return (planned_flops_per_token(cfg, vocab) * tokens, cfg.d_model * layers * tokens, train.steps * layers,
             float(train.steps))
 
 

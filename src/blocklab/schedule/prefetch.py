@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blocklab.errors import BlocklabError
-from blocklab.run.config import Params
+from blocklab.params.schema import Params
 from blocklab.schedule.plan import PlannedRun, missing, planned_runs
 from blocklab.schedule.run_store import RunKeys, RunStore
 from blocklab.schedule.stages import ENCODED, TrainStage, train_stage

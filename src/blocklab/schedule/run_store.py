@@ -37,7 +37,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import blocklab.run
-from blocklab.run.config import RunSpec
+from blocklab.params.schema import RunSpec
 from blocklab.run.numerics import PINS, vendor_family
 from blocklab.schedule.stages import STORE_DIR
 
@@ -224,7 +224,7 @@ def store_reported(store_dir: Path, encoded: Path, params_file: str, prune: bool
     corpus and torch, and (`prune`) the rest removed."""
     import click
 
-    from blocklab.run.config import load_params
+    from blocklab.params.schema import load_params
     from blocklab.schedule.prefetch import require_encoded
 
     if not Path(store_dir).is_dir():

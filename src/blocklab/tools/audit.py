@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blocklab.errors import BlocklabError
-from blocklab.run.config import Params, RunSpec
+from blocklab.params.schema import Params, RunSpec
 from blocklab.schedule.stages import RECORDS_DIR
 # A sampled run is one of the cheaper of its ablation or map: at most this many estimated seconds of training
 # (or its ablation's cheapest, where none is that cheap), so that a sample of every ablation and map trains in

@@ -47,7 +47,7 @@ def _run(command: list[str], echo: Callable[..., None], quiet: bool = False) -> 
 def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click.secho) -> dict:
     """Train, check, draw and sample; returns what it found (verdicts, figure, samples, seconds)."""
     from blocklab.analysis.check import show, verdicts_over
-    from blocklab.run.config import load_params
+    from blocklab.params.schema import load_params
     from blocklab.analysis.reference import load_reference
     from blocklab.analysis.report import collect
 

@@ -8,8 +8,9 @@ import os
 from pathlib import Path
 
 from blocklab.errors import BlocklabError
-from blocklab.run.config import Params, RunSpec
-from blocklab.run.results import MODEL_FILE, SAMPLE_FILE, run_dir
+from blocklab.params.schema import Params, RunSpec
+from blocklab.records import run_dir
+from blocklab.run.results import MODEL_FILE, SAMPLE_FILE
 
 
 def run_directory(params: Params, runs_dir: Path, name: str) -> Path:
@@ -38,7 +39,7 @@ def weights_not_here(spec: RunSpec, seed: int, directory: Path) -> str:
     from blocklab.schedule.plan import estimated_seconds
     from blocklab.schedule.stages import RECORDS_DIR, stage_name
 
-    stage = stage_name(spec.ablation, spec.variant)
+    stage = stage_name(spec.ablation, spec.variant, is_map=bool(spec.cell))
     cores = os.cpu_count() or 1
     minutes = estimated_seconds(spec) * math.ceil(len(spec.seeds) / cores) / 60  # its seeds side by side, one a core
     remote = default_remote()

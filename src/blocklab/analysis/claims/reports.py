@@ -186,6 +186,6 @@ _NOT_IN_METRICS = "not in the metrics (made by `dvc repro`'s evaluate stage from
 
 def planned_runs(params) -> dict[str, str]:
     """{run key: the DVC stages that train it (`train_<ablation>`, `map_<map>`: every variant's)} for every run of
-    params.yaml (blocklab.run.config.Params)."""
+    params.yaml (blocklab.params.schema.Params)."""
     return {spec.key(seed): stage_name(spec.ablation, is_map=spec.ablation in params.maps)
             for spec, seed in params.runs()}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from blocklab.run.config import load_params
+from blocklab.params.schema import load_params
 from blocklab.schedule.stages import stage_name
 
 

@@ -38,7 +38,7 @@ def _train_here(ablation: str, variant: str, seed: int, steps: int | None, encod
     from pathlib import Path
 
     from blocklab.run.cell import THREADS
-    from blocklab.run.config import load_params
+    from blocklab.params.schema import load_params
     from blocklab.run.data import load_corpus
     from blocklab.run.numerics import numeric_path
     from blocklab.run.results import weights_digest

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from blocklab.errors import BlocklabError
-from blocklab.run.config import Params, load_params
+from blocklab.params.schema import Params, load_params
 from blocklab.schedule.stages import stage_name
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from blocklab.run.config import Params, load_params
+from blocklab.params.schema import Params, load_params
 from blocklab.tools.bench.both_ways import run_timings
 
 

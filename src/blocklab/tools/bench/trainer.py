@@ -14,9 +14,9 @@ import torch.nn.functional as F
 
 from blocklab.errors import BlocklabError
 from blocklab.run.cell import THREADS
-from blocklab.run.config import RunSpec, load_params
+from blocklab.params.schema import RunSpec, load_params
 from blocklab.run.data import Corpus
-from blocklab.run.model import training_flops_per_token
+from blocklab.run.model import planned_flops_per_token
 from blocklab.run.settings import ModelConfig
 from blocklab.run.threads import torch_threads
 from blocklab.run.training import LAST_STEPS
@@ -159,7 +159,7 @@ def compare_trainers(specs: list[RunSpec], corpus: Corpus, echo=print, rounding:
                 rows[-1]["reference_default_threads"] = reference_loop(spec, seed, corpus.train, vocab)
                 rows[-1]["rounding_difference"] = rows[-1]["reference_default_threads"] - reference
             steps += spec.train.steps
-            flops += spec.train.steps * spec.train.batch_size * spec.model.context * training_flops_per_token(
+            flops += spec.train.steps * spec.train.batch_size * spec.model.context * planned_flops_per_token(
                 spec.model, vocab)
             echo(f"  {spec.key(seed)}: trainer {ours:.4f}  reference {reference:.4f}"
                  + (f"  reference at {torch.get_num_threads()} threads {rows[-1]['reference_default_threads']:.4f}"

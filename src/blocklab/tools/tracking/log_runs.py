@@ -13,8 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
-from blocklab.run.config import Params, RunSpec
-from blocklab.run.results import MODEL_FILE, SAMPLE_FILE, read_curve, read_layers, read_metrics, read_timing, run_dir
+from blocklab.params.schema import Params, RunSpec
+from blocklab.records import read_curve, read_layers, read_metrics, read_timing, run_dir
+from blocklab.run.results import MODEL_FILE, SAMPLE_FILE
 from blocklab.tools.tracking.claiming import COMPLETE, claim, complete_run, delete_incomplete, stored_runs
 from blocklab.tools.tracking.payloads import (
     BATCH, curve_metrics, flat_params, layer_curve_metrics, run_key, run_tags, speed, training_times, variant_key,
@@ -65,7 +66,7 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
     recorded = read_metrics(directory)
     final = {k: float(v) for k, v in recorded.items() if isinstance(v, (int, float)) and v is not None}
     final.update({f"baseline_{k}": float(v) for k, v in baselines.items()})
-    final.update(speed(trained or directory, recorded["steps"]))
+    final.update(speed(trained or directory, recorded))
     metrics = curve_metrics(read_curve(directory), start_ms, end_ms) + [Metric(k, v, now, 0) for k, v in final.items()]
     metrics += layer_curve_metrics(read_layers(directory), start_ms, end_ms)
     _log_all(client, run_id, metrics, [Param(k, v) for k, v in flat_params(spec, seed).items()])

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from blocklab.run.config import RunSpec
-from blocklab.run.results import LAYER_PROBES, read_curve, read_metrics, read_timing
+from blocklab.params.schema import RunSpec
+from blocklab.records import read_curve, read_metrics, read_timing
+from blocklab.run.results import LAYER_PROBES
 from blocklab.schedule.stages import stage_name
 
 
@@ -113,11 +114,16 @@ def run_tags(spec: RunSpec, key: str) -> dict[str, str]:
     return tags
 
 
-def speed(directory: Path, steps: int) -> dict[str, float]:
+def speed(directory: Path, recorded: dict) -> dict[str, float]:
+    """A run's wall time, steps and training FLOPs per second (its metrics.json: `recorded`), where its wall times
+    are here."""
     if not (Path(directory) / "timing.json").exists():  # restored from DVC's cache, which keeps no wall times
         return {}
     seconds = read_timing(directory)["seconds"]
-    return {"train_seconds": float(seconds), "steps_per_second": steps / seconds}
+    rates = {"train_seconds": float(seconds), "steps_per_second": recorded["steps"] / seconds}
+    if recorded.get("training_flops") is not None:
+        rates["flops_per_second"] = recorded["training_flops"] / seconds
+    return rates
 
 
 def variant_metrics(directories: dict[int, Path], baselines: dict, now_ms: int,
@@ -140,12 +146,16 @@ def variant_metrics(directories: dict[int, Path], baselines: dict, now_ms: int,
             final[f"{field}_mean"] = float(values.mean())
         if len(values) > 1:
             final[f"{field}_std"] = float(values.std(ddof=1))
-    final["n_params"] = float(finals["n_params"].iloc[0])
+    for field in ("n_params", "n_params_non_embedding", "training_flops"):  # equal for every seed
+        if field in finals:
+            final[field] = float(finals[field].iloc[0])
     final["diverged"] = float(finals["diverged"].sum())
     final["n_seeds"] = float(len(directories))
-    speeds = pd.DataFrame([speed(d, m) for d, m in zip((trained or directories).values(), finals["steps"])])
+    speeds = pd.DataFrame([speed(d, m) for d, m in zip((trained or directories).values(), finals.to_dict("records"))])
     if "train_seconds" in speeds:  # the seeds' wall times, where a checkout from DVC's cache left them
         final["train_seconds"] = float(speeds["train_seconds"].max())
         final["steps_per_second"] = float(speeds["steps_per_second"].mean())
+    if "flops_per_second" in speeds:
+        final["flops_per_second"] = float(speeds["flops_per_second"].mean())
     final.update({f"baseline_{k}": float(v) for k, v in baselines.items()})
     return metrics + [Metric(k, v, now_ms, 0) for k, v in final.items()]

@@ -1,4 +1,4 @@
-"""`params.yaml`: one typed schema, validated once, with errors a person can act on.
+"""`params.yaml`: one typed schema, validated once, with errors a person can act on (blocklab.params.problems).
 
 An ablation is a named entry of shared settings and a dict of variants; a variant is a small
 override. What a run trains with is, field by field: the variant's value, else the ablation's,
@@ -8,12 +8,11 @@ the axes' values (its cells), and a cell's axis values come last, over everythin
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Optional
 
 import yaml
 from pydantic import (
@@ -29,16 +28,14 @@ from pydantic import (
     model_validator,
 )
 
-from blocklab.errors import BlocklabError
+from blocklab.params.cells import cell_name
+from blocklab.params.figures import FigureKind, MapFigureKind
+from blocklab.params.problems import ParamsError, describe, not_known, one_error_per_union
 from blocklab.run.settings import ModelConfig, TrainConfig
 
 PARAMS_FILE = "params.yaml"
 # Ablation and variant names become DVC stage names (`train_<ablation>@<variant>`) and folder names.
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class ParamsError(BlocklabError):
-    """A mistake in params.yaml, worded for the person who made it."""
 
 
 def _override_of(cls: type) -> type[BaseModel]:
@@ -51,7 +48,6 @@ def _override_of(cls: type) -> type[BaseModel]:
 
 ModelOverride = _override_of(ModelConfig)
 TrainOverride = _override_of(TrainConfig)
-FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference", "rungs"]
 
 
 def _distinct(seeds: list[int]) -> list[int]:
@@ -108,7 +104,7 @@ class _Plan(_Strict):
     def _labels_name_variants(self) -> "_Plan":
         unknown = [name for name in self.labels if name not in self.variants]
         if unknown:
-            raise ValueError("; ".join(_unknown("variant in labels", name, self.variants) for name in unknown))
+            raise ValueError("; ".join(not_known("variant in labels", name, self.variants) for name in unknown))
         return self
 
 
@@ -124,16 +120,13 @@ def _axis_values(values: list) -> list:
 
 
 AxisValues = Annotated[list[Any], Field(min_length=1), AfterValidator(_axis_values)]
-# How a cell's name spells an axis: `lr0.01_w0` is lr 0.01 and warmup 0, `d128` d_model 128; any other field by
-# its own name.
-AXIS_ABBREVIATIONS = {"lr": "lr", "warmup": "w", "d_model": "d", "n_layers": "l"}
 
 
 def _known_settings(section: str, names: dict) -> dict:
     allowed = [f.name for f in fields(ModelConfig if section == "model" else TrainConfig)]
     unknown = [name for name in names if name not in allowed]
     if unknown:
-        raise ValueError("; ".join(_unknown(f"{section} setting", name, allowed) for name in unknown))
+        raise ValueError("; ".join(not_known(f"{section} setting", name, allowed) for name in unknown))
     return names
 
 
@@ -152,15 +145,6 @@ class Axes(_Strict):
     def grid(self) -> list[tuple[str, str, list]]:
         """(section, name, values) of every axis, model's first, in the order written."""
         return [("model", n, v) for n, v in self.model.items()] + [("train", n, v) for n, v in self.train.items()]
-
-
-# A map's figures (blocklab.analysis.plots): heatmap - final loss per cell, a panel per variant; lr - final loss against
-# the learning rate, a panel per group of cells, a line per variant; lr_by_variant - the same, a panel per
-# variant, a line per group (e.g. per width); sensitivity - LR sensitivity per group, a line per variant;
-# attention_logits - the largest attention logit against the learning rate, a panel per variant, a line per group;
-# depth - final loss against the number of blocks, a panel per learning rate, a line per variant; layers - the
-# residual stream's RMS after each block, a panel per cell, a line per variant.
-MapFigureKind = Literal["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits", "depth", "layers"]
 
 
 class Map(_Plan):
@@ -252,10 +236,10 @@ class Params(_Strict):
 
     def spec(self, ablation: str, variant: str) -> RunSpec:
         if ablation not in self.ablations:
-            raise ParamsError(_unknown("ablation", ablation, self.ablations))
+            raise ParamsError(not_known("ablation", ablation, self.ablations))
         abl = self.ablations[ablation]
         if variant not in abl.variants:
-            raise ParamsError(_unknown(f"variant of ablation '{ablation}'", variant, abl.variants))
+            raise ParamsError(not_known(f"variant of ablation '{ablation}'", variant, abl.variants))
         var = abl.variants[variant]
         where = f"ablations.{ablation}.variants.{variant}"
         model = _resolve(self.defaults.model, abl.model, var.model, where)
@@ -269,10 +253,10 @@ class Params(_Strict):
     def cells(self, name: str, variant: str) -> list[RunSpec]:
         """Every cell of one variant of map `name`, in grid order (the first axis slowest)."""
         if name not in self.maps:
-            raise ParamsError(_unknown("map", name, self.maps))
+            raise ParamsError(not_known("map", name, self.maps))
         plan = self.maps[name]
         if variant not in plan.variants:
-            raise ParamsError(_unknown(f"variant of map '{name}'", variant, plan.variants))
+            raise ParamsError(not_known(f"variant of map '{name}'", variant, plan.variants))
         var, axes = plan.variants[variant], plan.axes.grid()
         where = f"maps.{name}.variants.{variant}"
         model = _resolve(self.defaults.model, plan.model, var.model, where)
@@ -286,8 +270,7 @@ class Params(_Strict):
             cell_model = _replace_checked(model, settings["model"], where_cell)
             cell_train = _replace_checked(train, settings["train"], where_cell)
             resolved = {"model": cell_model, "train": cell_train}
-            cell = "_".join(f"{AXIS_ABBREVIATIONS.get(field, field)}{spelled(getattr(resolved[section], field))}"
-                            for section, field, _ in axes)
+            cell = cell_name([(field, getattr(resolved[section], field)) for section, field, _ in axes])
             cells.append(RunSpec(name, variant, plan.labels.get(variant, variant), cell_model, cell_train,
                                  tuple(plan.seeds), cell))
         names = [c.cell for c in cells]
@@ -323,20 +306,8 @@ def _replace_checked(settings, overrides: dict, where: str):
     try:
         return replace(settings, **overrides)
     except ValidationError as err:
-        raise ParamsError(f"{where}: " + "; ".join(_describe(e) for e in _one_error_per_union(err.errors()))) from None
-
-
-def spelled(value) -> str:
-    """An axis value as a cell's name writes it: 0.01, 1e-05, 100, true."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _unknown(what: str, name: str, known) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    return f"unknown {what} '{name}' (known: {', '.join(known)}){hint}"
+        problems = [describe(e, _allowed_keys) for e in one_error_per_union(err.errors())]
+        raise ParamsError(f"{where}: " + "; ".join(problems)) from None
 
 
 def _allowed_keys(loc: tuple) -> list[str]:
@@ -364,45 +335,11 @@ def _allowed_keys(loc: tuple) -> list[str]:
     return []
 
 
-def _describe(error: dict) -> str:
-    loc = tuple(str(p) for p in error["loc"])
-    key = ".".join(loc)
-    if error["type"] == "extra_forbidden":
-        allowed = _allowed_keys(loc)
-        close = difflib.get_close_matches(loc[-1], allowed, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        return f"unknown key '{key}' (allowed here: {', '.join(allowed)}){hint}"
-    if error["type"] == "missing":
-        return f"'{key}' is required"
-    message = error["msg"].removeprefix("Value error, ")
-    value = error.get("input")
-    if isinstance(value, dict):  # a whole section: its key says where, the message what
-        return f"'{key}': {message}"
-    return f"'{key}' = {value!r}: {message}" if key else message
-
-
-def _one_error_per_union(errors: list[dict]) -> list[dict]:
-    """Pydantic reports a value that fits no member of a union (`residual: true | false | rezero | deepnorm`)
-    once per member, each under a tag; a person needs one line naming everything allowed."""
-    merged, by_key = [], {}
-    for error in errors:
-        loc = tuple(error["loc"])
-        tag = loc[-1] if loc and isinstance(loc[-1], str) else ""
-        if tag == "bool" or tag.startswith("literal["):
-            allowed = "true or false" if tag == "bool" else error["msg"].removeprefix("Input should be ")
-            if loc[:-1] in by_key:
-                by_key[loc[:-1]]["msg"] += f", or {allowed}"
-                continue
-            error = by_key[loc[:-1]] = {**error, "loc": loc[:-1], "msg": f"Input should be {allowed}"}
-        merged.append(error)
-    return merged
-
-
 def parse_params(raw: Any, name: str = PARAMS_FILE) -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as err:
-        problems = [_describe(e) for e in _one_error_per_union(err.errors())]
+        problems = [describe(e, _allowed_keys) for e in one_error_per_union(err.errors())]
         raise ParamsError(
             f"{name} has {len(problems)} problem{'s' * (len(problems) > 1)}:\n  - " + "\n  - ".join(problems)
         ) from None

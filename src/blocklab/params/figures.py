@@ -1,0 +1,16 @@
+"""The figures an ablation or a map may ask for in params.yaml (`figures:`), beside the ones every ablation gets
+(loss curves, gradient norms, final losses). blocklab.analysis.plots and map_plots draw them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference", "rungs"]
+
+# A map's figures: heatmap - final loss per cell, a panel per variant; lr - final loss against the learning rate, a
+# panel per group of cells, a line per variant; lr_by_variant - the same, a panel per variant, a line per group
+# (e.g. per width); sensitivity - LR sensitivity per group, a line per variant; attention_logits - the largest
+# attention logit against the learning rate, a panel per variant, a line per group; depth - final loss against the
+# number of blocks, a panel per learning rate, a line per variant; layers - the residual stream's RMS after each
+# block, a panel per cell, a line per variant.
+MapFigureKind = Literal["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits", "depth", "layers"]
