@@ -20,7 +20,8 @@ def run_directory(params: Params, runs_dir: Path, name: str) -> Path:
     if not 2 <= len(parts) <= 3:
         raise BlocklabError(f"'{name}' is not a run: name it <ablation>/<variant> or <ablation>/<variant>/seed<k>")
     ablation, variant = parts[:2]
-    seeds = params.spec(ablation, variant).seeds  # an unknown name: params' own error, with "did you mean"
+    spec = params.spec(ablation, variant)  # an unknown name: params' own error, with "did you mean"
+    seeds = spec.seeds
     seed = seeds[0]
     if len(parts) == 3:
         if not (parts[2].startswith("seed") and parts[2][4:].isdigit() and int(parts[2][4:]) in seeds):
@@ -29,7 +30,7 @@ def run_directory(params: Params, runs_dir: Path, name: str) -> Path:
         seed = int(parts[2][4:])
     directory = run_dir(Path(runs_dir) / ablation / variant, seed)
     if not (directory / MODEL_FILE).exists():
-        raise BlocklabError(weights_not_here(params.spec(ablation, variant), seed, directory))
+        raise BlocklabError(weights_not_here(spec, seed, directory))
     return directory
 
 
