@@ -13,6 +13,7 @@ from blocklab.json_files import write_json
 from blocklab.records import read_metrics, run_dir
 from blocklab.run.results import SAMPLE_FILE
 from blocklab.run.sample import PROMPT, RECORDED_CHARACTERS, SEED, TEMPERATURE, TOP_K
+from blocklab.schedule.stages import stage_name
 
 
 @click.command()
@@ -30,7 +31,7 @@ def main(records_dir: Path, out: Path, ablations: tuple[str, ...], params_file: 
             directory = run_dir(records_dir / ablation / variant, spec.seeds[0])
             if not (directory / "metrics.json").exists():
                 raise BlocklabError(f"{spec.key(spec.seeds[0])} has no record in {directory}: run "
-                                    f"`dvc repro train_{ablation}@{variant}`")
+                                    f"`dvc repro {stage_name(ablation)}`")
             sample = directory / SAMPLE_FILE  # none where the run's weights are not finite: it writes nothing
             samples[f"{ablation}/{variant}"] = {"run": spec.key(spec.seeds[0]),
                                                 "text": sample.read_text() if sample.exists() else None,

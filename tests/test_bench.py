@@ -147,13 +147,13 @@ def test_the_plan_schedule_simulation_places_the_longest_run_first_on_the_first_
 
     assert longest_first_makespan([3, 1, 2, 2], 2) == 4  # 3 | 2, then 2 after the 2, then 1 after the 3
     assert longest_first_makespan([3, 1], 8) == 3 and longest_first_makespan([], 4) == 0
-    (row,) = plan_schedule({"train_a@x": [3, 1], "train_b@y": [2, 2]}, [2])
+    (row,) = plan_schedule({"train@a": [3, 1], "train@b": [2, 2]}, [2])
     assert row == {"workers": 2, "stage_by_stage_seconds": 5, "whole_plan_seconds": 4, "ratio": 1.25,
                    "busy_stage_by_stage": 0.8, "busy_whole_plan": 1.0}
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     post, w0 = params.spec("norm_order", "post"), params.spec("warmup", "w0")
     timings = {post.key(0): {"seconds": 9.0}, w0.key(0): {"seconds": 9.0, "reused_from": post.key(0)}}
-    assert plan_stage_times(params, timings) == {"train_norm_order@post": [9.0]}  # a copied run costs nothing
+    assert plan_stage_times(params, timings) == {"train@norm_order": [9.0]}  # a copied run costs nothing
 
 
 @pytest.mark.slow
@@ -164,7 +164,7 @@ def test_through_dvc_trains_the_ablation_both_ways_in_fresh_clones_with_the_same
     out = small_project.run("blocklab", "bench", "--through-dvc", "--json", "bench.json").stdout
     figures = json.loads((small_project.root / "bench.json").read_text())["through_dvc"]
     variants = list(small_project.params["ablations"]["norm_order"]["variants"])
-    assert figures["targets"] == [f"train_norm_order@{v}" for v in variants]
+    assert figures["targets"] == ["train@norm_order"]
     runs = 2 * len(variants)
     for way in ("stage_by_stage", "prefetch"):  # fresh clones: every run trained, none copied from a store
         assert figures[way]["runs"] == figures[way]["trained"] == runs

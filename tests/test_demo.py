@@ -30,7 +30,7 @@ def test_demo_trains_table_a_through_dvc_checks_its_findings_and_a_later_repro_c
     assert ours == theirs and len(ours) == 6 * len(DETERMINISTIC_RUN_FILES)
     # the rest of the plan: the demo's stages are up to date, and nothing of them trains again
     dry = project.run("blocklab", "prefetch", "--dry-run").stdout
-    assert "(4 up to date)" in dry
-    assert "train_norm_order@" not in dry and "train_residual@" not in dry
+    assert "(2 up to date)" in dry
+    assert "train@norm_order" not in dry and "train@residual" not in dry
     assert not (project.root / "reports/claims.json").exists()  # the demo writes to data/demo/, not reports/
     assert (project.root / "data/demo/claims.json").exists()

@@ -1,6 +1,6 @@
-"""dvc.yaml keeps up with params.yaml: every ablation has its train block and its loss plot, listing
-every variant. Adding an ablation or a variant is params.yaml (and claims.yaml for its findings); where
-dvc.yaml then lacks something, this test says exactly what to paste."""
+"""dvc.yaml keeps up with params.yaml: every ablation and every map trains in a stage written once for all of them
+(`foreach`), and has its plot, listing every variant. Adding an ablation or a variant is params.yaml (and
+claims.yaml for its findings); where dvc.yaml then lacks a plot, this test says exactly what to paste."""
 
 import pytest
 import yaml
@@ -9,35 +9,6 @@ from conftest import ROOT
 
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
 PIPELINE = yaml.safe_load((ROOT / "dvc.yaml").read_text())
-
-
-def stage_block(name: str, section: str = "ablations") -> str:
-    """The dvc.yaml block of an ablation's train stages, or (`section="maps"`) of a map's stages."""
-    stage, extra = ("map", f"        - maps.{name}.axes\n") if section == "maps" else ("train", "")
-    return f"""  {stage}_{name}:
-    foreach: ${{{section}.{name}.variants}}
-    do:
-      cmd: python stages/train.py --ablation {name} --variant ${{key}} --checkpoints data/checkpoints/{name}/${{key}} --records reports/runs/{name}/${{key}} data/encoded data/runs/{name}/${{key}}
-      deps: *train_deps
-      params:
-        - defaults
-        - {section}.{name}.seeds
-        - {section}.{name}.model
-        - {section}.{name}.train
-{extra}        - {section}.{name}.variants.${{key}}
-      outs:
-        - data/runs/{name}/${{key}}
-        - reports/runs/{name}/${{key}}:
-            cache: false
-"""
-
-
-def train_block(ablation: str) -> str:
-    return stage_block(ablation)
-
-
-def map_block(name: str) -> str:
-    return stage_block(name, "maps")
 
 
 def map_plot(name: str) -> str:
@@ -74,16 +45,17 @@ def _plots() -> dict:
     return {name: plot for entry in PIPELINE["plots"] if isinstance(entry, dict) for name, plot in entry.items()}
 
 
-@pytest.mark.parametrize("ablation", list(PARAMS["ablations"]))
-def test_every_ablation_has_its_train_block_in_dvc_yaml(ablation):
-    expected = yaml.safe_load(train_block(ablation).replace("*train_deps", "[]"))[f"train_{ablation}"]
-    found = PIPELINE["stages"].get(f"train_{ablation}")
-    message = f"dvc.yaml: add (or correct) this block under `stages:`\n\n{train_block(ablation)}"
-    assert found is not None, message
-    assert {k: v for k, v in found["do"].items() if k != "deps"} == {
-        k: v for k, v in expected["do"].items() if k != "deps"}, message
-    assert found["foreach"] == expected["foreach"], message
-    assert found["do"]["deps"] == PIPELINE["stages"]["train_norm_order"]["do"]["deps"], message
+def test_every_ablation_and_map_trains_in_one_stage_written_once_depending_on_what_its_keys_hash():
+    """One definition per kind, `foreach` over params.yaml's own sections: an ablation or a map added there has
+    its stage, with nothing pasted."""
+    stages = PIPELINE["stages"]
+    for group, section in (("train", "ablations"), ("map", "maps")):
+        stage = stages[group]
+        assert stage["foreach"] == f"${{{section}}}"
+        assert stage["do"]["deps"] == ["src/blocklab/run", "data/encoded"]
+        assert set(stage["do"]["params"]) >= {"defaults", f"{section}.${{key}}.train", f"{section}.${{key}}.variants"}
+        assert "labels" not in " ".join(stage["do"]["params"])  # renaming a variant's label retrains nothing
+    assert not [name for name in stages if name.startswith(("train_", "map_"))]
 
 
 @pytest.mark.parametrize("ablation", list(PARAMS["ablations"]))
@@ -96,35 +68,20 @@ def test_every_ablation_has_a_loss_plot_listing_every_variant(ablation):
 
 
 @pytest.mark.parametrize("name", list(PARAMS.get("maps", {})))
-def test_every_map_has_its_stage_and_its_lr_plot_in_dvc_yaml(name):
-    expected = yaml.safe_load(map_block(name).replace("*train_deps", "[]"))[f"map_{name}"]
-    found = PIPELINE["stages"].get(f"map_{name}")
-    message = f"dvc.yaml: add (or correct) this block under `stages:`\n\n{map_block(name)}"
-    assert found is not None, message
-    assert {k: v for k, v in found["do"].items() if k != "deps"} == {
-        k: v for k, v in expected["do"].items() if k != "deps"}, message
-    assert found["foreach"] == expected["foreach"], message
-    assert found["do"]["deps"] == PIPELINE["stages"]["train_norm_order"]["do"]["deps"], message
+def test_every_map_has_its_lr_plot_in_dvc_yaml(name):
     plot = _plots().get(f"{name}_lr")
     message = f"dvc.yaml: add (or correct) this entry under `plots:`\n\n{map_plot(name)}"
     assert plot == yaml.safe_load(map_plot(name))[0][f"{name}_lr"], message
 
 
-def test_no_train_block_or_plot_is_left_for_an_ablation_params_yaml_no_longer_has():
-    trained = {name.removeprefix("train_") for name in PIPELINE["stages"] if name.startswith("train_")}
+def test_no_plot_is_left_for_an_ablation_or_map_params_yaml_no_longer_has():
     plotted = {name.removesuffix("_loss") for name in _plots() if name.endswith("_loss")}
-    assert trained == plotted == set(PARAMS["ablations"])
-    mapped = {name.removeprefix("map_") for name in PIPELINE["stages"] if name.startswith("map_")}
-    assert mapped == {name.removesuffix("_lr") for name in _plots() if name.endswith("_lr")} == set(
-        PARAMS.get("maps", {}))
+    assert plotted == set(PARAMS["ablations"])
+    assert {name.removesuffix("_lr") for name in _plots() if name.endswith("_lr")} == set(PARAMS.get("maps", {}))
 
 
-def test_the_check_names_the_missing_block_and_prints_the_yaml_to_add(monkeypatch):
+def test_the_check_prints_the_plot_to_add(monkeypatch):
     monkeypatch.setitem(PARAMS["ablations"], "my_ablation", {"variants": {"a": {}, "b": {}}})
-    with pytest.raises(AssertionError) as missing:
-        test_every_ablation_has_its_train_block_in_dvc_yaml("my_ablation")
-    assert "train_my_ablation:" in str(missing.value)
-    assert "foreach: ${ablations.my_ablation.variants}" in str(missing.value)
     with pytest.raises(AssertionError) as unplotted:
         test_every_ablation_has_a_loss_plot_listing_every_variant("my_ablation")
     assert "reports/curves/my_ablation_loss.csv: [a, b]" in str(unplotted.value)

@@ -27,9 +27,7 @@ def experiment(reproduced_project):
 def test_an_experiment_that_breaks_a_claim_exits_0_reruns_only_its_stages_and_records_the_verdict(experiment):
     project, result, name = experiment
     ran = [line.split("'")[1] for line in result.stdout.splitlines() if line.startswith("Running stage")]
-    variants = project.params["ablations"]["norm_order"]["variants"]
-    assert sorted(ran) == sorted([f"train_norm_order@{v}" for v in variants] +
-                                 ["evaluate", "check", "samples", "weights", "report", "track"])
+    assert sorted(ran) == sorted(["train@norm_order", "evaluate", "check", "samples", "weights", "report", "track"])
     assert "1 claims fail or are inconclusive:" in result.stdout
     listed = json.loads(project.run("dvc", "exp", "show", "--json").stdout)
     assert name in json.dumps(listed)

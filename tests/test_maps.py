@@ -79,6 +79,10 @@ def test_a_map_crosses_every_variant_with_every_cell_of_its_axes_with_readable_k
     assert (cells[2].model.norm, cells[2].model.n_layers) == ("post", 2)
     assert len(params.map_specs()) == 12 and len(params.specs()) == 1  # the maps' cells apart from the ablations
     assert params.runs_of("m", "pre") == params.cells("m", "pre") and params.runs_of("a", "v") == [params.spec("a", "v")]
+    # one stage trains a map or an ablation whole: every variant, a map's in every cell
+    assert params.all_runs_of("m") == params.map_specs("m") and params.all_runs_of("a") == params.specs()
+    with pytest.raises(ParamsError, match="unknown ablation or map 'mm'.*did you mean 'm'"):
+        params.all_runs_of("mm")
     assert group_name(cells[3]) == "w10"
 
 
@@ -247,9 +251,9 @@ def test_a_map_through_dvc_and_one_more_learning_rate_trains_only_its_cells(repr
 
     more = project.run("dvc", "exp", "run", "-S", "maps.stability.axes.train.lr=[0.001,0.01,0.1]").stdout
     ran = re.findall(r"Running stage '([^']+)'", more)
-    assert {s for s in ran if s.startswith(("train_", "map_"))} == {f"map_stability@{v}" for v in variants}, ran
-    for variant in variants:  # the new learning rate's 2 warmups x 2 seeds, nothing else
-        assert f"stability/{variant}: training 4 of 12 runs" in more
+    assert {s for s in ran if s.startswith(("train@", "map@"))} == {"map@stability"}, ran
+    # each variant's new learning rate: 2 warmups x 2 seeds, nothing else
+    assert f"stability: training {4 * len(variants)} of {12 * len(variants)} runs" in more
     after = _files(root, "data/runs/stability")
     assert {k: v for k, v in after.items() if k in before} == before  # byte for byte, copied not retrained
     assert {k.split("/")[4] for k in set(after) - set(before)} == {"lr0.1_w0", "lr0.1_w5"}

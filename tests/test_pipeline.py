@@ -90,14 +90,14 @@ def test_the_same_parameters_give_byte_identical_metrics_and_curves(reproduced_p
              root / "data/runs/norm_order/pre/seed1/metrics.json"]
     before = [f.read_bytes() for f in files]
     timing = root / "data/runs/norm_order/pre/seed0/timing.json"
-    timing_before, recorded_before = timing.read_bytes(), _recorded_outputs(root, "train_norm_order@pre")
+    timing_before, recorded_before = timing.read_bytes(), _recorded_outputs(root, "train@norm_order")
     shutil.rmtree(root / "data" / "run_store")  # trained again, not copied from the run store
-    reproduced_project.run("dvc", "repro", "--force", "--single-item", "train_norm_order@pre")
+    reproduced_project.run("dvc", "repro", "--force", "--single-item", "train@norm_order")
     reproduced_project.run("dvc", "repro", "evaluate")
     assert [f.read_bytes() for f in files] == before
     # wall times live apart: the run's own changed, and DVC, which ignores them, records the same output
     assert timing.read_bytes() != timing_before
-    assert _recorded_outputs(root, "train_norm_order@pre") == recorded_before
+    assert _recorded_outputs(root, "train@norm_order") == recorded_before
 
 
 def _recorded_outputs(root, stage: str) -> list:
@@ -105,7 +105,7 @@ def _recorded_outputs(root, stage: str) -> list:
     return yaml.safe_load((root / "dvc.lock").read_text())["stages"][stage]["outs"]
 
 
-def test_changing_one_variants_setting_leaves_every_other_training_stage_up_to_date(reproduced_project):
+def test_changing_one_variants_setting_leaves_every_other_ablations_training_stage_up_to_date(reproduced_project):
     project = reproduced_project
     params_file = project.root / "params.yaml"
     original = params_file.read_bytes()
@@ -119,7 +119,7 @@ def test_changing_one_variants_setting_leaves_every_other_training_stage_up_to_d
     finally:
         params_file.write_bytes(original)
     # the gathering stages read every ablation (and `weights` every run): they depend on params.yaml as a whole
-    assert sorted(set(stale) - set(already)) == sorted({f"train_warmup@{variant}", "evaluate", "weights", "report",
+    assert sorted(set(stale) - set(already)) == sorted({"train@warmup", "evaluate", "weights", "report",
                                                         "track"} - set(already))
 
 
@@ -137,7 +137,7 @@ def test_renaming_a_variant_in_words_retrains_nothing(reproduced_project):
         stale = json.loads(project.run("dvc", "status", "--json").stdout)
     finally:
         params_file.write_bytes(original)
-    assert not [stage for stage in stale if stage.startswith("train_")], stale
+    assert not [stage for stage in stale if stage.startswith(("train@", "map@"))], stale
     assert "report" in stale
 
 

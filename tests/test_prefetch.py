@@ -66,18 +66,20 @@ def test_prefetch_on_a_dask_cluster_trains_only_its_targets_runs_and_the_stage_c
                                                                                            tmp_path):
     project = make_small_project(tmp_path)
     with dask_cluster() as (address, _):
-        out = project.run("blocklab", "prefetch", "map_stability@post", "--scheduler", address).stdout
+        out = project.run("blocklab", "prefetch", "train@norm_order", "--scheduler", address).stdout
         assert f"to the Dask scheduler at {address} (2 workers)" in out
-        assert "1 train and map stages out of date" in out and "8 trained" in out  # 2 lr x 2 warmups x 2 seeds
+        assert "1 train and map stages out of date" in out and "4 trained" in out  # 2 variants x 2 seeds
         # and the stage's own path to the cluster: it trains what the store lacks there too
         project.env["BLOCKLAB_DASK_SCHEDULER"] = address
-        staged = project.run("dvc", "repro", "map_stability@pre").stdout
-    assert "stability/pre: training 8 of 8 runs on the Dask cluster" in staged
-    repro = project.run("dvc", "repro", "map_stability@post").stdout
+        staged = project.run("dvc", "repro", "map@stability").stdout
+    assert "stability: training 16 of 16 runs on the Dask cluster" in staged  # 2 variants x 2 lr x 2 warmups x 2 seeds
+    repro = project.run("dvc", "repro", "train@norm_order").stdout
     assert TRAINED_LINE not in repro and "trained ahead" in repro
     ours = outputs_of(project.root)
-    theirs = {k: v for k, v in reproduced_project.outputs.items() if k.startswith("data/runs/stability/")}
-    assert {k: v for k, v in ours.items() if k.startswith("data/runs/stability/")} == theirs and len(theirs) == 16 * len(DETERMINISTIC_RUN_FILES)
+    for folder, runs in (("data/runs/stability/", 16), ("data/runs/norm_order/", 4)):
+        theirs = {k: v for k, v in reproduced_project.outputs.items() if k.startswith(folder)}
+        assert {k: v for k, v in ours.items() if k.startswith(folder)} == theirs
+        assert len(theirs) == runs * len(DETERMINISTIC_RUN_FILES)
 
 
 def test_prefetch_with_a_scheduler_that_cannot_be_reached_fails_naming_its_address(reproduced_project):
@@ -87,15 +89,18 @@ def test_prefetch_with_a_scheduler_that_cannot_be_reached_fails_naming_its_addre
 
 
 def test_prefetch_interrupted_keeps_whole_runs_and_trains_only_the_rest_next_time(tmp_path):
-    """The interruption comes at a point the test sets, whatever the machine's speed: half the map's runs take
-    12 steps, the other half ten million (days), all eight start at once (eight workers); Ctrl-C comes once the
-    short ones are stored, while the long ones are certainly still training."""
+    """The interruption comes at a point the test sets, whatever the machine's speed: half the map's runs (its
+    post-norm variant's) take 12 steps, the other half ten million (days), all eight start at once (eight workers);
+    Ctrl-C comes once the short ones are stored, while the long ones are certainly still training."""
     project = make_small_project(tmp_path)
     params = project.params
-    params["maps"]["stability"]["axes"] = {"train": {"lr": [0.001, 0.01], "steps": [12, 10_000_000]}}
+    stability = params["maps"]["stability"]
+    stability["axes"] = {"train": {"lr": [0.001, 0.01], "steps": [12, 10_000_000]}}
+    stability["variants"] = {"post": stability["variants"]["post"]}
+    stability["labels"] = {k: v for k, v in stability.get("labels", {}).items() if k == "post"}
     project.params = params
     store = RunStore(project.root / "data/run_store")
-    process = subprocess.Popen([*WITH_CTRL_C, "blocklab", "prefetch", "map_stability@post", "--workers", "8"],
+    process = subprocess.Popen([*WITH_CTRL_C, "blocklab", "prefetch", "map@stability", "--workers", "8"],
                                cwd=project.root, env=project.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     deadline = time.time() + 600  # a bound on a broken prefetch, not on the machine's speed
@@ -108,7 +113,7 @@ def test_prefetch_interrupted_keeps_whole_runs_and_trains_only_the_rest_next_tim
     assert len(kept) == 4  # the short runs, and none of the endless ones
     assert all(store.verified(key) for key in kept)  # every entry whole
     assert {store.verified(key).split("/")[2] for key in kept} == {"lr0.001_steps12", "lr0.01_steps12"}
-    again = project.run("blocklab", "prefetch", "--dry-run", "map_stability@post").stdout
+    again = project.run("blocklab", "prefetch", "--dry-run", "map@stability").stdout
     assert "8 distinct (the others' settings equal one of them): 4 in the run store, 4 would train" in again
 
 
@@ -120,7 +125,7 @@ def test_after_a_code_change_every_train_stage_is_out_of_date_not_restorable_fro
     training = project.root / "src/blocklab/run/training.py"
     training.write_text(training.read_text() + "\n# changed\n")
     stages = len([s for s in project.run("dvc", "stage", "list", "--name-only").stdout.split()
-                  if s.startswith(("train_", "map_"))])
+                  if s.startswith(("train@", "map@"))])
     out = project.run("blocklab", "prefetch", "--dry-run").stdout
     assert f"{stages} train and map stages out of date (0 up to date)" in out, out
     assert "restored from DVC's run cache" not in out
@@ -132,10 +137,10 @@ def test_a_damaged_store_entry_is_discarded_and_its_run_trained_afresh_by_the_st
     key = RunKeys(project.root / "data/encoded").of(params.spec("norm_order", "pre"))[0]
     entry = project.root / "data/run_store" / key
     (entry / "metrics.json").write_text('{"train_loss_last25": 2.')  # truncated
-    out = project.run("dvc", "repro", "--force", "--single-item", "train_norm_order@pre").stdout
+    out = project.run("dvc", "repro", "--force", "--single-item", "train@norm_order").stdout
     assert f"entry {key[:12]}… (norm_order/pre/seed0's run) was damaged (its metrics.json does not match its " \
            f"manifest): discarded, the run trains afresh" in out
-    assert "norm_order/pre: training 1 of 2 runs" in out
+    assert "norm_order: training 1 of 4 runs" in out
     ours = outputs_of(project.root)
     assert {k: v for k, v in ours.items() if "norm_order/pre/" in k} == {
         k: v for k, v in reproduced_project.outputs.items() if "norm_order/pre/" in k}
@@ -153,14 +158,14 @@ def test_a_stage_whose_runs_are_all_stored_copies_them_without_importing_torch(r
     imported = {line.split("|")[-1].strip() for line in copied.stderr.splitlines() if line.startswith("import time:")}
     assert "blocklab.schedule.plan" in imported and "torch" not in imported
     for seed in (0, 1):
-        assert (out / f"seed{seed}/metrics.json").read_bytes() == reproduced_project.outputs[
+        assert (out / f"pre/seed{seed}/metrics.json").read_bytes() == reproduced_project.outputs[
             f"data/runs/norm_order/pre/seed{seed}/metrics.json"]
     # a run the store lacks still trains, through the same stage
     shutil.rmtree(project.root / "data/run_store")
     trained = project.run("python", "stages/train.py", "--ablation", "norm_order", "--variant", "pre",
                           "data/encoded", str(tmp_path / "again")).stdout
     assert "norm_order/pre: training 2 of 2 runs" in trained
-    assert (tmp_path / "again/seed0/metrics.json").read_bytes() == reproduced_project.outputs[
+    assert (tmp_path / "again/pre/seed0/metrics.json").read_bytes() == reproduced_project.outputs[
         "data/runs/norm_order/pre/seed0/metrics.json"]
 
 

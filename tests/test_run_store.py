@@ -233,7 +233,7 @@ def test_a_changed_line_outside_the_key_moves_no_key_and_stales_no_train_stage_o
 
     project = pristine_copy(reproduced_project, tmp_path / "project")
     trains = {name for name in project.run("dvc", "stage", "list", "--name-only").stdout.split()
-              if name.startswith(("train_", "map_"))}
+              if name.startswith(("train@", "map@"))}
     assert trains
 
     def stale() -> set[str]:

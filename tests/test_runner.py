@@ -184,7 +184,7 @@ def test_a_worker_that_stops_making_progress_fails_the_stage_naming_its_run(smal
     project.run("dvc", "repro", "encode")
     stage = subprocess.Popen(
         [sys.executable, "stages/train.py", "--ablation", "norm_order", "--variant", "pre", "data/encoded",
-         "data/runs/norm_order/pre"], cwd=project.root, env={**project.env, "BLOCKLAB_STALL_MINUTES": "0.05"},
+         "data/runs/norm_order"], cwd=project.root, env={**project.env, "BLOCKLAB_STALL_MINUTES": "0.05"},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.time() + 120

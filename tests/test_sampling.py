@@ -75,8 +75,8 @@ def test_a_run_whose_weights_are_not_here_says_where_its_record_is_and_how_to_ge
                                        "--params", str(project.root / "params.yaml")])
     words = " ".join(result.output.split())
     assert result.exit_code == 1 and "norm_order/pre/seed0's weights are not on this machine" in words, words
-    for way in ("reports/runs/norm_order/pre/seed0/", "`dvc pull train_norm_order@pre`",
-                "`dvc repro encode && dvc repro --allow-missing train_norm_order@pre` trains them"):
+    for way in ("reports/runs/norm_order/pre/seed0/", "`dvc pull train@norm_order`",
+                "`dvc repro encode && dvc repro --allow-missing train@norm_order` trains them"):
         assert way in words, way
 
 
@@ -105,4 +105,4 @@ def test_a_map_cells_missing_weights_name_the_maps_stage_not_a_train_stage():
 
     spec = load_params(ROOT / "params.yaml").map_specs("stability")[0]
     words = " ".join(weights_not_here(spec, spec.seeds[0], Path("nowhere")).split())
-    assert f"`dvc pull map_stability@{spec.variant}`" in words, words
+    assert "`dvc pull map@stability`" in words, words

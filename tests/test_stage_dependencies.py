@@ -76,7 +76,7 @@ def _stages():
 
 
 RUN_PACKAGE = "src/blocklab/run"
-TRAINS = ("train_", "map_")  # the train and map stages: their code is what decides a run's numbers, blocklab.run
+TRAINS = ("train", "map")  # the train and map stages: their code is what decides a run's numbers, blocklab.run
 
 
 def _covered(deps: list[str]) -> set[str]:
@@ -93,7 +93,7 @@ def test_a_stage_depends_on_every_project_module_its_command_imports(name, neede
     """A train or map stage depends on blocklab.run, whole, and the corpus: what its runs' keys hash (the stage's
     script, where and when runs train, blocklab.schedule, and the command-line plumbing change no result, and
     re-run no stage)."""
-    if name.startswith(TRAINS):  # the rest of what the stage imports decides where and when, not the numbers
+    if name in TRAINS:  # the rest of what the stage imports decides where and when, not the numbers
         assert deps == [RUN_PACKAGE, "data/encoded"], "a train stage depends on its run key's code and the corpus"
         return
     missing = sorted(needed - _covered(deps) - ALWAYS_IMPORTED)
@@ -137,3 +137,12 @@ def test_every_third_party_package_the_code_imports_is_declared_in_pyproject():
     undeclared = {name: distributions.get(name) for name in third_party
                   if not {d.lower() for d in distributions.get(name, [name])} & declared}
     assert not undeclared, f"imported but not in pyproject's dependencies: {undeclared}"
+
+
+def test_a_train_stages_name_says_what_it_trains_and_nothing_else_reads_as_one():
+    from blocklab.schedule.stages import TrainStage, stage_name, train_stage
+
+    assert stage_name("norm_order") == "train@norm_order" and stage_name("stability", is_map=True) == "map@stability"
+    assert train_stage("train@norm_order") == TrainStage("train@norm_order", "norm_order")
+    assert train_stage("map@stability") == TrainStage("map@stability", "stability")
+    assert [train_stage(name) for name in ("evaluate", "train", "train@", "report@x")] == [None] * 4

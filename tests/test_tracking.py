@@ -55,7 +55,7 @@ def test_the_pipeline_logs_every_run_with_params_steps_and_artifacts(project):
         run = runs[0]
         assert run.data.tags[RUN_KEY_TAG].startswith(key + "@")
         plan = params["maps" if cell else "ablations"][ablation]
-        assert run.data.tags["dvc.stage"] == f"{'map' if cell else 'train'}_{ablation}@{variant}"
+        assert run.data.tags["dvc.stage"] == f"{'map' if cell else 'train'}@{ablation}"
         assert run.data.params["train.steps"] == str(plan["train"]["steps"])
         if cell:
             assert run.data.tags["blocklab.cell"] == cell[0] and run.data.params["cell"] == cell[0]

@@ -34,7 +34,7 @@ from blocklab.params.problems import ParamsError, describe, not_known, one_error
 from blocklab.run.settings import ModelConfig, TrainConfig
 
 PARAMS_FILE = "params.yaml"
-# Ablation and variant names become DVC stage names (`train_<ablation>@<variant>`) and folder names.
+# Ablation and map names become DVC stage names (`train@<ablation>`, `map@<map>`); theirs and variants' name folders.
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -293,8 +293,15 @@ class Params(_Strict):
         return [(spec, seed) for spec in self.all_specs() for seed in spec.seeds]
 
     def runs_of(self, name: str, variant: str) -> list[RunSpec]:
-        """What one train stage trains: an ablation's variant, or every cell of a map's variant."""
+        """An ablation's variant, or every cell of a map's variant."""
         return self.cells(name, variant) if name in self.maps else [self.spec(name, variant)]
+
+    def all_runs_of(self, name: str) -> list[RunSpec]:
+        """What one train stage trains: every variant of ablation (or map) `name`, a map's in every cell."""
+        if name not in self.ablations and name not in self.maps:
+            raise ParamsError(not_known("ablation or map", name, [*self.ablations, *self.maps]))
+        plan = self.maps[name] if name in self.maps else self.ablations[name]
+        return [spec for variant in plan.variants for spec in self.runs_of(name, variant)]
 
 
 def _resolve(default, ablation: BaseModel, variant: BaseModel, where: str):

@@ -181,8 +181,9 @@ def ensure_stored(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunSt
 def stage_runs(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunStore, out_dir: Path, *,
                records: Path | None = None, workers: int | None = None, scheduler: str | None = None,
                name: str = "the stage", echo=print) -> dict[str, RunResult]:
-    """A train stage's work: every run of `runs` into its folder under `out_dir`, copied from the run store,
-    which trains the runs it lacks first (`ensure_stored`), and its record into the same folder under `records`
+    """A train stage's work: every run of `runs` into its folder under `out_dir` (the ablation's or the map's:
+    <variant>[/<cell>]/seed<k>), copied from the run store, which trains the runs it lacks first
+    (`ensure_stored`), and its record into the same folder under `records`
     (`write_record`: what git keeps of it). A run another run key trained first (equal settings) records where
     it came from (`reused_from` in its timing.json). Returns the results trained here."""
     trained: dict[str, RunResult] = {}
@@ -192,7 +193,7 @@ def stage_runs(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunStore
                                      echo=echo))
         damaged = []
         for run in pending:
-            directory = run_dir(run.spec.directory(out_dir), run.seed)
+            directory = run_dir(run.spec.directory(Path(out_dir) / run.spec.variant), run.seed)
             try:
                 origin = store.copy_to(run.store_key, directory)
             except DamagedEntry as err:
@@ -202,7 +203,8 @@ def stage_runs(runs: Sequence[PlannedRun], corpus: CorpusSource, store: RunStore
                 damaged.append(run)
                 continue
             if records is not None:
-                write_record(directory, run_dir(run.spec.directory(records), run.seed), record_settings(run.spec, run.seed))
+                record = run_dir(run.spec.directory(Path(records) / run.spec.variant), run.seed)
+                write_record(directory, record, record_settings(run.spec, run.seed))
             if origin != run.key:
                 write_json(directory / "timing.json", {**read_timing(directory), "reused_from": origin})
                 echo(f"{run.key}: the same run as {origin} (equal settings): copied, not trained again")

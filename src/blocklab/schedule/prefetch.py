@@ -6,7 +6,7 @@ next stage starts. Any process that trains a run with a stage's key leaves it wh
 from (`blocklab.schedule.run_store`), so the whole plan can train first, every run at once, longest first, and
 `dvc repro` then copies every run and trains nothing, writing what it would have written.
 
-Which runs: those of the train and map stages (`train_<ablation>@<variant>`, `map_<map>@<variant>`) among
+Which runs: those of the train and map stages (`train@<ablation>`, `map@<map>`) among
 the targets and what they depend on (as `dvc repro TARGETS` would run them) that DVC's own status reports
 out of date, less the stages DVC would restore from its run cache and the runs the store already holds.
 The stages the train stages depend on that train nothing (download, encode) are brought up to date
@@ -96,14 +96,13 @@ def _collected(repo, targets: tuple[str, ...]) -> list:
 def runs_of_stages(params: Params, stages: list[TrainStage], keys: RunKeys) -> list[PlannedRun]:
     """Every run of `stages`, in dvc.yaml's order of the plan (ablations, then maps), with the checkpoint
     folder its stage gives it (so that a run interrupted here resumes in its stage, and the reverse)."""
-    wanted = {(s.ablation, s.variant) for s in stages}
-    order = [(a, v) for a, plan in params.ablations.items() for v in plan.variants] + \
-            [(m, v) for m, plan in params.maps.items() for v in plan.variants]
+    wanted = {s.ablation for s in stages}
+    order = [*params.ablations, *params.maps]
     unknown = wanted - set(order)
     if unknown:
-        raise BlocklabError(f"dvc.yaml's stages {', '.join(sorted(f'{a}@{v}' for a, v in unknown))} train nothing "
-                            f"params.yaml defines: is dvc.yaml out of step with params.yaml?")
-    specs = [spec for a, v in order if (a, v) in wanted for spec in params.runs_of(a, v)]
+        raise BlocklabError(f"dvc.yaml's stages {', '.join(sorted(s.name for s in stages if s.ablation in unknown))} "
+                            f"train nothing params.yaml defines: is dvc.yaml out of step with params.yaml?")
+    specs = [spec for name in order if name in wanted for spec in params.all_runs_of(name)]
     return planned_runs(specs, keys, lambda spec: CHECKPOINTS / spec.ablation / spec.variant)
 
 

@@ -1,6 +1,7 @@
-"""The plan's DVC stages that train (dvc.yaml): one per variant of each ablation, `train_<ablation>@<variant>`, and
-of each map, `map_<map>@<variant>`. Their names are built and read here, and nowhere else; so are the folders
-they read and write."""
+"""The plan's DVC stages that train (dvc.yaml): one per ablation, `train@<ablation>`, and one per map,
+`map@<map>`, each training every variant's runs (every seed; a map's, every cell). dvc.yaml writes each kind once
+(`foreach` over params.yaml's `ablations` and `maps`), so that an ablation or a map added to params.yaml has its
+stage. Their names are built and read here, and nowhere else; so are the folders they read and write."""
 
 from __future__ import annotations
 
@@ -11,29 +12,23 @@ ENCODED = Path("data/encoded")  # the encoded corpus, the train stages' input (t
 RUNS_DIR = Path("data/runs")  # every train and map stage's outputs, weights included: data/runs/<ablation>/<variant>/...
 RECORDS_DIR = Path("reports/runs")  # each run's record, committed (a train stage's --records): what analysis reads
 STORE_DIR = Path("data/run_store")  # blocklab.schedule.run_store: runs kept by key, outside DVC's outputs
-PREFIXES = {False: "train_", True: "map_"}  # by whether the stage trains a map's cells
+GROUPS = {False: "train", True: "map"}  # by whether the stage trains a map's cells
 
 
-def stage_name(ablation: str, variant: str | None = None, is_map: bool = False) -> str:
-    """The stage that trains `variant` of `ablation` (a map's, with `is_map`); without a variant, the stage group
-    that `dvc repro <group>` runs whole (every variant's)."""
-    group = f"{PREFIXES[is_map]}{ablation}"
-    return group if variant is None else f"{group}@{variant}"
+def stage_name(ablation: str, is_map: bool = False) -> str:
+    """The stage that trains every run of `ablation` (a map's, with `is_map`)."""
+    return f"{GROUPS[is_map]}@{ablation}"
 
 
 @dataclass(frozen=True)
 class TrainStage:
-    """A train or map stage of dvc.yaml: its DVC name and the ablation (or map) and variant it trains."""
+    """A train or map stage of dvc.yaml: its DVC name and the ablation (or map) it trains."""
 
     name: str
     ablation: str
-    variant: str
 
 
 def train_stage(name: str) -> TrainStage | None:
-    """`train_norm_order@post` -> (norm_order, post); None for a stage that trains nothing."""
-    prefix = next((p for p in PREFIXES.values() if name.startswith(p)), None)
-    if prefix is None or "@" not in name:
-        return None
-    ablation, variant = name[len(prefix):].split("@", 1)
-    return TrainStage(name, ablation, variant)
+    """`train@norm_order` -> norm_order; None for a stage that trains nothing."""
+    group, _, ablation = name.partition("@")
+    return TrainStage(name, ablation) if group in GROUPS.values() and ablation else None

@@ -40,7 +40,7 @@ def weights_not_here(spec: RunSpec, seed: int, directory: Path) -> str:
     from blocklab.schedule.plan import estimated_seconds
     from blocklab.schedule.stages import RECORDS_DIR, stage_name
 
-    stage = stage_name(spec.ablation, spec.variant, is_map=bool(spec.cell))
+    stage = stage_name(spec.ablation, is_map=bool(spec.cell))
     cores = os.cpu_count() or 1
     minutes = estimated_seconds(spec) * math.ceil(len(spec.seeds) / cores) / 60  # its seeds side by side, one a core
     remote = default_remote()

@@ -185,7 +185,7 @@ _NOT_IN_METRICS = "not in the metrics (made by `dvc repro`'s evaluate stage from
 
 
 def planned_runs(params) -> dict[str, str]:
-    """{run key: the DVC stages that train it (`train_<ablation>`, `map_<map>`: every variant's)} for every run of
+    """{run key: the DVC stage that trains it (`train@<ablation>`, `map@<map>`)} for every run of
     params.yaml (blocklab.params.schema.Params)."""
     return {spec.key(seed): stage_name(spec.ablation, is_map=spec.ablation in params.maps)
             for spec, seed in params.runs()}

@@ -126,10 +126,10 @@ def shown(targets: tuple[str, ...], dask_workers: int, echo=click.echo) -> dict:
 
 
 def shown_per_run(ablation: str, params_file: str, dask_workers: int, reference: dict, echo=click.echo) -> dict:
-    """The ablation's train stages from a fresh clone both ways, per run against the lesson's loop."""
-    variants = load_params(params_file).ablations[ablation].variants
+    """The ablation's train stage from a fresh clone both ways, per run against the lesson's loop."""
+    load_params(params_file).all_runs_of(ablation)  # an unknown name: params' own error, with "did you mean"
     echo(f"\n{ablation}'s runs through DVC from a fresh clone, both ways")
-    both = shown(tuple(stage_name(ablation, v) for v in variants), dask_workers, echo)
+    both = shown((stage_name(ablation),), dask_workers, echo)
     runs = both["stage_by_stage"]["runs"]
     per_run = {"reference_loop": reference["seconds"] / runs,
                **{way: both[way]["wall_seconds"] / runs for way in ("stage_by_stage", "prefetch")}}

@@ -20,7 +20,7 @@ def plan_stage_times(params: Params, timings: dict) -> dict[str, list[float]]:
     a run copied from another stage's (`reused_from`) costs nothing."""
     stages: dict[str, list[float]] = {}
     for spec in params.all_specs():
-        stage = stage_name(spec.ablation, spec.variant, is_map=bool(spec.cell))
+        stage = stage_name(spec.ablation, is_map=bool(spec.cell))
         for seed in spec.seeds:
             timing = timings.get(spec.key(seed))
             if timing is not None and "reused_from" not in timing:

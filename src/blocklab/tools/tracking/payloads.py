@@ -103,7 +103,7 @@ def layer_curve_metrics(layers: pd.DataFrame, start_ms: int | None, end_ms: int 
 
 def run_tags(spec: RunSpec, key: str) -> dict[str, str]:
     tags = {RUN_KEY_TAG: key, "blocklab.ablation": spec.ablation, "blocklab.variant": spec.variant,
-            "dvc.stage": stage_name(spec.ablation, spec.variant, is_map=bool(spec.cell))}
+            "dvc.stage": stage_name(spec.ablation, is_map=bool(spec.cell))}
     if spec.cell:
         tags["blocklab.cell"] = spec.cell
     if commit := _git_commit():
