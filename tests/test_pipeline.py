@@ -12,6 +12,7 @@ from blocklab.run.numerics import vendor_family
 from blocklab.analysis.claims import load_claims
 from blocklab.params.schema import load_params
 from blocklab.records import read_metrics
+from blocklab.schedule.stages import stage_name
 
 from conftest import ROOT, SHARED_CORPUS, copy_project
 
@@ -151,7 +152,7 @@ def test_the_pipeline_reproduces_table_a_within_a_hundredth(tmp_path):
     project = copy_project(tmp_path / "project", SHARED_CORPUS)
     table_a = yaml.safe_load((ROOT / "reference.yaml").read_text())["table_a"]["figures"]
     variants = sorted({key.rsplit("/", 1)[0] for key in table_a})
-    project.run("dvc", "repro", "baselines", *[f"train_{v.replace('/', '@')}" for v in variants])
+    project.run("dvc", "repro", "baselines", *sorted({stage_name(v.split("/")[0]) for v in variants}))
     runs = project.root / "data" / "runs"
     unigram = json.loads((project.root / "reports" / "baselines.json").read_text())["unigram"]
     assert unigram == pytest.approx(3.309, abs=0.001)
