@@ -27,9 +27,9 @@ from blocklab.schedule.stages import STORE_DIR
 @click.argument("encoded", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--records", "records_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where each run's record goes, in the layout of OUT_DIR (<variant>[/<cell>]/seed<k>): its deterministic "
-                   "files and settings, "
-                   "committed to git (blocklab.run.results.write_record) [default: none written].")
+              help="Where each run's record goes, in the layout of OUT_DIR (<variant>[/<cell>]/seed<k>): its "
+                   "deterministic files and settings, committed to git (blocklab.run.results.write_record) "
+                   "[default: none written].")
 @params_option
 @click.option("--checkpoints", "checkpoint_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where long runs keep checkpoints to resume from, a folder per variant (outside DVC's "
