@@ -66,7 +66,7 @@ def test_the_key_covers_the_whole_run_package_and_it_imports_nothing_outside_it(
     (code / "new_module.py").write_text("X = 1\n")
     assert run_store.code_digest(code) != before
     pipeline = yaml.safe_load((ROOT / "dvc.yaml").read_text())
-    assert "src/blocklab/run" in pipeline["stages"]["train_norm_order"]["do"]["deps"]
+    assert "src/blocklab/run" in pipeline["stages"]["train"]["do"]["deps"]
 
 
 def test_a_mup_run_at_its_base_width_is_keyed_and_trained_as_the_standard_run(tmp_path):
