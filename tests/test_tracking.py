@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -452,3 +453,33 @@ def test_an_interrupted_track_begins_no_more_variants(tmp_path, monkeypatch):
         log_runs.track(params, ROOT / "reports/runs", {}, None, uri=f"sqlite:///{tmp_path / 'store.db'}")
     # one variant at a time into SQLite: the interrupted one, and at most the one its thread took up meanwhile
     assert 1 <= len(begun) <= 2 < len(params.all_specs()), len(begun)
+
+
+def test_two_loggers_whose_since_times_cross_their_creations_both_claim_and_settling_leaves_one_run_nested(tmp_path):
+    """The race CI met (two queued experiments' `track` into one server): A creates its run and claims it; B's run,
+    whose since-time was taken earlier but whose creation reached the store later, also claims (A's is not
+    finished, and B's looks earlier). Both finish; settling leaves the earliest, with every nested run under it."""
+    from blocklab.tools.tracking.claiming import COMPLETE, LOGGER_TAG, SINCE_TAG, claim, settle
+
+    uri = f"sqlite:///{tmp_path / 'race.db'}"
+    ensure_store(uri)
+    client = client_for(uri)
+    experiment = client.create_experiment("blocklab/race")
+    alive_logger = f"{socket.gethostname()}:{os.getppid()}"  # another live process on this machine
+
+    def created(since: float, key: str = "norm_order/pre@k", parent: str | None = None) -> str:
+        tags = {RUN_KEY_TAG: key, LOGGER_TAG: alive_logger, SINCE_TAG: repr(since)}
+        return client.create_run(experiment, tags=tags | ({PARENT_TAG: parent} if parent else {})).info.run_id
+
+    a = created(since=2.0)
+    assert claim(client, experiment, "norm_order/pre@k", a) == a  # nothing else yet
+    b = created(since=1.0)  # its time taken before A's, its creation after A's claim
+    assert claim(client, experiment, "norm_order/pre@k", b) == b  # the claim alone lets both stand
+    seed_of_a, seed_of_b = created(5.0, "norm_order/pre/seed0@k", a), created(6.0, "norm_order/pre/seed1@k", b)
+    for run in (a, b):
+        client.set_terminated(run, status=COMPLETE)
+    assert settle(client, experiment, "norm_order/pre@k", PARENT_TAG) == b  # whichever process settles it
+    assert settle(client, experiment, "norm_order/pre@k", PARENT_TAG) == b
+    left = [r for r in client.search_runs([experiment]) if r.data.tags[RUN_KEY_TAG] == "norm_order/pre@k"]
+    assert [r.info.run_id for r in left] == [b]
+    assert {client.get_run(s).data.tags[PARENT_TAG] for s in (seed_of_a, seed_of_b)} == {b}

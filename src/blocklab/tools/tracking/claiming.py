@@ -1,6 +1,11 @@
-"""Several processes logging the same runs to one store at once: each run tagged with who logs it and since when; the
-earliest-created run of a key that is finished or still being logged stands, a later one deletes itself; a run
-left unfinished by a process that is gone is deleted and logged again."""
+"""Several processes logging the same runs to one store at once: each run tagged with who logs it and since when.
+Before it finishes a run, a process claims its key (`claim`): a finished run of the key, else the earliest of those
+still being logged, stands, and a later one deletes itself; that saves most of a doubled logging. After it finishes
+one, it settles the key (`settle`): of the finished runs, the earliest stands and the others are deleted, their
+nested runs moved under it. The claim alone cannot promise one run a key: a run's "since" is taken before its
+creation reaches the store, so a run created after another's claim can carry the earlier time and both claim; the
+settling can, since the last process to finish sees every finished run. A run left unfinished by a process that is
+gone is deleted and logged again."""
 
 from __future__ import annotations
 from blocklab.tools.tracking.store import EXPERIMENT_IDS
@@ -76,8 +81,8 @@ def _with_key(client, experiment_id: str, key: str) -> list:
 
 def claim(client, experiment_id: str, key: str, run_id: str) -> str:
     """Which run stands for `key` now that `run_id` is logged but not finished: a finished one, else the
-    earliest-created of those still being logged. If not ours, ours is deleted. (Every process looks after
-    creating its own run, so the later of any two sees the earlier, which both then choose.)"""
+    earliest of those still being logged. If not ours, ours is deleted. Two processes may both keep theirs (see
+    the module's note): `settle` after finishing decides between them."""
     found = _with_key(client, experiment_id, key)
     others = [r for r in found if r.info.run_id != run_id]
     done = [r for r in others if r.info.status == COMPLETE]
@@ -90,3 +95,23 @@ def claim(client, experiment_id: str, key: str, run_id: str) -> str:
     if winner != run_id:
         client.delete_run(run_id)
     return winner
+
+
+def _since(run) -> tuple[float, str]:
+    return float(run.data.tags.get(SINCE_TAG, 0)), run.info.run_id
+
+
+def settle(client, experiment_id: str, key: str, parent_tag: str) -> str:
+    """The one finished run that stands for `key`: the earliest (by its since-tag, then id) of the finished ones.
+    The others are deleted, and the runs nested under them (their `parent_tag`) move under it. Every process
+    settles each key it finishes; whatever any of them sees, the earliest finished run is never deleted, and the
+    last to finish sees them all. (Called once a run of `key` is finished, it finds one: a finished run is deleted
+    only in favour of an earlier finished one.)"""
+    done = sorted((r for r in _with_key(client, experiment_id, key) if r.info.status == COMPLETE), key=_since)
+    standing = done[0].info.run_id
+    for loser in done[1:]:
+        client.delete_run(loser.info.run_id)
+        for child in client.search_runs([experiment_id], f"tags.`{parent_tag}` = '{loser.info.run_id}'",
+                                        max_results=1000):
+            client.set_tag(child.info.run_id, parent_tag, standing)
+    return standing

@@ -16,7 +16,7 @@ from pathlib import Path
 from blocklab.params.schema import Params, RunSpec
 from blocklab.records import read_curve, read_layers, read_metrics, read_timing, run_dir
 from blocklab.run.results import MODEL_FILE, SAMPLE_FILE
-from blocklab.tools.tracking.claiming import COMPLETE, claim, complete_run, delete_incomplete, stored_runs
+from blocklab.tools.tracking.claiming import COMPLETE, claim, complete_run, delete_incomplete, settle, stored_runs
 from blocklab.tools.tracking.payloads import (
     BATCH, curve_metrics, flat_params, layer_curve_metrics, run_key, run_tags, speed, training_times, variant_key,
     variant_metrics,
@@ -52,7 +52,7 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
     metrics, its training wall time and speed (from `trained`, the run's outputs, where they are here; default
     `directory`), artifacts, tags; nested under `parent_id`. FINISHED last: only then is it logged.
     Returns its id and the id of the run that stands for its key (another, if another process logged the
-    same run at the same time: then its own is deleted)."""
+    same run at the same time: then its own is deleted; claiming.py says how they settle it)."""
     from mlflow.entities import Metric, Param
 
     experiment_id = experiment_id_of(client, f"blocklab/{spec.ablation}")
@@ -76,6 +76,7 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
         client.log_artifact(run_id, str(figure))
     if (standing := claim(client, experiment_id, key, run_id)) == run_id:
         client.set_terminated(run_id, status=COMPLETE, end_time=end_ms)
+        standing = settle(client, experiment_id, key, PARENT_TAG)
     return run_id, standing
 
 
@@ -182,12 +183,14 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
             log_model_and_sample(client, parent_id, directories[spec.seeds[0]], trained[spec.seeds[0]], experiment_id)
         if figure is not None and Path(figure).exists():
             client.log_artifact(parent_id, str(figure))
-        if (winner := claim(client, experiment_id, parent_key, parent_id)) == parent_id:
-            client.set_terminated(parent_id, status=COMPLETE, end_time=end_ms)
-            result["variants"] += 1
-        for seed, run_id in standing.items():  # every seed under the parent that stands, whoever logged it
-            if winner != parent_id or seed in foreign:
+        winner = claim(client, experiment_id, parent_key, parent_id)
+        for seed, run_id in standing.items():  # every seed under the parent that stands, whoever logged it,
+            if winner != parent_id or seed in foreign:  # before that parent finishes (settle moves them on)
                 client.set_tag(run_id, PARENT_TAG, winner)
+        if winner == parent_id:
+            client.set_terminated(parent_id, status=COMPLETE, end_time=end_ms)
+            if settle(client, experiment_id, parent_key, PARENT_TAG) == parent_id:  # else ours and its seeds moved
+                result["variants"] += 1
     except Exception as err:  # noqa: BLE001
         result["failed"][spec.name] = failure_reason(err)
 
