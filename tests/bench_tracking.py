@@ -1,9 +1,10 @@
 """How fast `blocklab track` fills a team's MLflow server, against the local SQLite store, in one run: the records of
 a project's runs (or of the ablations and maps named) logged into a fresh SQLite store, then into a fresh
 `mlflow server` on a fresh PostgreSQL (docs/sharing.md's set-up, on 127.0.0.1) one variant at a time and
-`IN_FLIGHT` at once. It uses the tests' real servers (conftest.py), so it runs where the tests run.
+`IN_FLIGHT` at once (`--at-once 4`: only that way). It uses the tests' real servers (conftest.py), so it runs
+where the tests run.
 
-    python tests/bench_tracking.py PROJECT WORKDIR [ABLATION_OR_MAP ...]
+    python tests/bench_tracking.py PROJECT WORKDIR [--at-once N] [ABLATION_OR_MAP ...]
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from conftest import free_port, postgresql_server, started, wait_until_healthy
 
 
-def main(project: Path, work: Path, names: list[str]) -> None:
+def main(project: Path, work: Path, names: list[str], ways: list[int] | None = None) -> None:
     from blocklab.params.schema import load_params
     from blocklab.tools.tracking.log_runs import IN_FLIGHT, track
 
@@ -39,7 +40,7 @@ def main(project: Path, work: Path, names: list[str]) -> None:
               f"{len(result['failed'])} failed, {seconds[name]:.1f} s", flush=True)
 
     timed("SQLite", f"sqlite:///{work / 'local.db'}", 1)
-    for at_once in (1, IN_FLIGHT):
+    for at_once in ways or (1, IN_FLIGHT):
         with postgresql_server() as database:
             port, mlflow = free_port(), Path(sys.executable).with_name("mlflow")
             with started([str(mlflow), "server", "--backend-store-uri", database, "--artifacts-destination",
@@ -52,4 +53,6 @@ def main(project: Path, work: Path, names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve(), sys.argv[3:])
+    rest = sys.argv[3:]
+    ways = [int(rest.pop(rest.index("--at-once") + 1))] if "--at-once" in rest else None
+    main(Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve(), [n for n in rest if n != "--at-once"], ways)

@@ -2,6 +2,8 @@
 training nothing, and the README's experiment trains only the runs its knob touches."""
 
 import json
+import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -58,11 +60,62 @@ def test_a_changed_analysis_module_re_derives_every_report_on_a_fresh_clone_trai
     assert json.loads((clone.root / "verdicts.json").read_text()) == json.loads(
         (clone.root / "reports/claims.json").read_text())
 
-    # and blocklab track logs every run from its record, with no weights here
+    # and the track stage, which DVC always runs, logged every run from its record, with no weights here
     records = len(list((clone.root / "reports/runs").rglob("metrics.json")))
-    logged = clone.run("blocklab", "track")
-    assert f"{records} runs logged, 0 already there" in logged.stdout, logged.stdout + logged.stderr
-    assert "NOT logged" not in logged.stderr, logged.stderr
+    assert f"{records} runs logged, 0 already there" in result.stdout, result.stdout
+    again = clone.run("blocklab", "track")
+    assert f"0 runs logged, {records} already there" in again.stdout, again.stdout + again.stderr
+    assert "NOT logged" not in again.stderr, again.stderr
+
+
+def test_the_store_holds_every_run_of_a_fresh_clone_and_gains_each_model_when_its_weights_arrive(fresh_clone):
+    """Nothing trained, `dvc repro` fills the MLflow store from the records (no models: no weights); one stage
+    trained alone (its target's `dvc repro` does not reach the track stage), `blocklab ui` logs the models its
+    weights make before it serves; every run key once, every seed under its variant's parent, throughout."""
+    from mlflow.tracking import MlflowClient
+
+    from blocklab.params.schema import load_params
+    from blocklab.tools.tracking import PARENT_TAG, RUN_KEY_TAG
+    from blocklab.tools.tracking.log_runs import MODEL_TAG
+    from conftest import free_port, started, wait_until_healthy
+
+    clone = fresh_clone
+    params = load_params(clone.root / "params.yaml")
+    client = MlflowClient(f"sqlite:///{clone.root / 'mlflow.db'}")
+
+    def stored() -> list:
+        experiments = [e.experiment_id for e in client.search_experiments() if e.name.startswith("blocklab/")]
+        runs = client.search_runs(experiments, max_results=50000)
+        keys = [r.data.tags[RUN_KEY_TAG] for r in runs]
+        assert len(keys) == len(set(keys)) and all(r.info.status == "FINISHED" for r in runs)
+        by_id = {r.info.run_id: r for r in runs}
+        for run in runs:
+            if "/seed" in run.info.run_name:  # under the parent of its own variant (or cell)
+                assert by_id[run.data.tags[PARENT_TAG]].info.run_name == run.info.run_name.rsplit("/", 1)[0]
+        return runs
+
+    clone.run("dvc", "repro", "--allow-missing")
+    runs = stored()
+    assert len(runs) == sum(len(s.seeds) for s in params.all_specs()) + len(params.all_specs())
+    assert not [r for r in runs if MODEL_TAG in r.data.tags]
+
+    # what `blocklab sample` advises when a run's weights are not here, followed word for word
+    advice = " ".join(clone.run("blocklab", "sample", "norm_order/pre", check=False).stderr.split())
+    command = re.search(r"; or `(dvc repro [^`]+)` trains them", advice).group(1)
+    trained = clone.run(*shlex.split(command)).stdout
+    assert "Running stage 'train@norm_order'" in trained and "Running stage 'track'" not in trained, trained
+    port = free_port()
+    with started(["blocklab", "ui", "--port", str(port)], cwd=clone.root, env=clone.env, stdout=subprocess.PIPE,
+                 stderr=subprocess.DEVNULL, text=True) as ui:
+        printed = [ui.stdout.readline().strip() for _ in range(2)]
+        norm_order = params.ablations["norm_order"].variants
+        assert f"0 runs logged, {sum(len(s.seeds) for s in params.all_specs())} already there" in printed[1]
+        assert f"; {len(norm_order)} models added, their weights here now" in printed[1], printed
+        wait_until_healthy(f"http://127.0.0.1:{port}", ui)
+    with_models = {r.info.run_name for r in stored() if MODEL_TAG in r.data.tags
+                   and r.data.tags["blocklab.ablation"] == "norm_order"}
+    assert with_models == set(norm_order)
+    assert "models added" not in clone.run("blocklab", "track").stdout  # nothing twice
 
 
 def test_the_readmes_experiment_on_a_fresh_clone_trains_only_the_runs_its_knob_touches(fresh_clone):

@@ -292,9 +292,21 @@ def test_blocklab_ui_serves_the_store_on_127_0_0_1_and_prints_where_each_ablatio
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     params = load_params(project.root / "params.yaml")
-    with started(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], env=env, stdout=subprocess.PIPE,
-                 stderr=subprocess.DEVNULL, text=True) as ui:
-        assert ui.stdout.readline().strip().endswith(f"{base}  (Ctrl-C to stop)")
+    with started(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], cwd=project.root, env=env,
+                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as ui:
+        first = [ui.stdout.readline().strip() for _ in range(3)]  # it catches up with the workspace first
+        assert first[0] == "First, what the store lacks of this workspace's runs (blocklab track):"
+        assert first[1].startswith(f"MLflow ({uri}): "), first
+        assert first[2].endswith(f"{base}  (Ctrl-C to stop)"), first
+        holds = re.fullmatch(r"it holds (\d+) training runs under (\d+) variant parent runs \((\d+) with their "
+                             r"seed-0 model\) in (\d+) experiments", ui.stdout.readline().strip())
+        seeds, runs, parents, models, experiments = (sum(len(s.seeds) for s in params.all_specs()),
+                                                     *map(int, holds.groups()))
+        # other tests' experiments may have logged here too: at least the plan's, every variant with its model
+        weights = sum((project.root / "data/runs" / s.ablation / s.variant / f"seed{s.seeds[0]}/model.pt").exists()
+                      for s in params.specs())
+        assert runs >= seeds and parents >= len(params.all_specs()) and models >= weights > 0
+        assert experiments == len(params.ablations) + len(params.maps)
         printed = [ui.stdout.readline().strip() for _ in range(2 * len(params.ablations) + 2 * len(params.maps))]
         wait_until_healthy(base, ui)
 
@@ -327,7 +339,7 @@ def test_blocklab_ui_stopped_by_a_signal_to_it_alone_leaves_no_process_behind(tm
     ensure_store(uri)
     port = free_port()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    with started(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri], env=env,
+    with started(["blocklab", "ui", "--port", str(port), "--tracking-uri", uri, "--no-track"], env=env,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as ui:
         wait_until_healthy(f"http://127.0.0.1:{port}", ui)
         tree = tree_of(ui)

@@ -27,7 +27,9 @@ def changes(status: dict, outputs: set[str]) -> list[str]:
     found = []
     for stage, entries in status.items():
         for entry in entries:
-            if not isinstance(entry, dict):  # e.g. "always changed"
+            if entry == "always changed":  # a stage that runs every time (track): not a change to the reports
+                continue
+            if not isinstance(entry, dict):
                 found.append(f"{stage}: {entry}")
                 continue
             for kind, paths in entry.items():

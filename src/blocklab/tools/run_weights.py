@@ -48,7 +48,8 @@ def weights_not_here(spec: RunSpec, seed: int, directory: Path) -> str:
              f"`dvc pull {stage}` fetches them where a DVC remote holds them (none is set up here: `dvc remote add`)")
     return (f"{spec.key(seed)}'s weights are not on this machine (no {directory / MODEL_FILE}): git keeps its record "
             f"({RECORDS_DIR / spec.key(seed)}/, what it writes included: {SAMPLE_FILE}), not its weights. {fetch}; or "
-            f"`dvc repro encode && dvc repro --allow-missing {stage}` trains them: its {len(spec.seeds)} seeds, about "
+            f"`dvc repro {stage}` trains them (without `--allow-missing`, which skips a stage whose only change is "
+            f"its missing weights; the corpus first, where it is not here): its {len(spec.seeds)} seeds, about "
             f"{max(minutes, 0.1):.1f} minutes on this machine's {cores} cores.")
 
 

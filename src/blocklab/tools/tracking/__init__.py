@@ -10,16 +10,20 @@ status is set to FINISHED last, and a run with a key but another status that no 
 more (an upload failed, the process was killed, the server went away) is deleted and logged again.
 
 Several processes may log the same runs to one store at once (queued experiments, a team's machines): each
-run is tagged with who logs it and since when, and before finishing a run a process looks for others of
-the same key. The earliest-created one that is finished or still being logged stands for the key; a later
-one deletes itself (`claim`). Every process reads after it wrote its own run, so of any two the later one
-sees the earlier: exactly one run per key remains.
+run is tagged with who logs it and since when. Before finishing a run a process claims its key (a finished
+run, else the earliest still being logged, stands; a later one deletes itself), and after finishing it settles
+the key (the earliest finished run stands, the others go, their nested runs move under it): `claiming.py`.
+Exactly one run per key remains.
+
+The store is filled whatever produced the workspace: the `track` stage is always run by `dvc repro` and `dvc
+exp run` (DVC's `always_changed`: the store is outside what DVC can hash), and `blocklab ui` logs what the
+store lacks before it serves (after `dvc repro` of one stage, `make demo`, a fresh clone). A variant logged
+from its record alone gets its model once its weights are on the machine.
 """
 
 from blocklab.tools.tracking.claiming import RUN_KEY_TAG
 from blocklab.tools.tracking.log_runs import track
 from blocklab.tools.tracking.payloads import run_key
-from blocklab.tools.tracking.store import PARENT_TAG, ensure_store, tracking_uri, ui_addresses, workspace_root
+from blocklab.tools.tracking.store import PARENT_TAG, ensure_store, tracking_uri, workspace_root
 
-__all__ = ["PARENT_TAG", "RUN_KEY_TAG", "ensure_store", "run_key", "track", "tracking_uri", "ui_addresses",
-           "workspace_root"]
+__all__ = ["PARENT_TAG", "RUN_KEY_TAG", "ensure_store", "run_key", "track", "tracking_uri", "workspace_root"]

@@ -12,6 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tqdm import tqdm
 
 from blocklab.params.schema import Params, RunSpec
 from blocklab.records import read_curve, read_layers, read_metrics, read_timing, run_dir
@@ -87,10 +88,14 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
     logging it anew. Weights and wall times come from `weights_dir` (default: `runs_dir`) where they are.
     `at_once` variants are logged side by side (default: `in_flight(uri)`).
 
-    Returns {"logged": [...], "already": n, "variants": n, "failed": {run: reason}, ...}; a store that
-    is unreachable or errors leaves every run in "failed" and raises nothing."""
+    Idempotent: a run or variant the store holds whole is not logged again, but a variant logged without its
+    model (its weights were not here then) gets it once they are.
+
+    Returns {"logged": [...], "already": n, "variants": n, "models": [variants whose model was added],
+    "failed": {run: reason}, ...}; a store that is unreachable or errors leaves every run in "failed" and raises
+    nothing."""
     uri = uri or tracking_uri()
-    result = {"uri": uri, "logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {},
+    result = {"uri": uri, "logged": [], "already": 0, "variants": 0, "models": [], "failed": {}, "log_seconds": {},
               "train_seconds": {}}
     specs = params.all_specs()  # a map's cells: a parent run each, its seeds under it
     EXPERIMENT_IDS.clear()  # a store may have been replaced since the last track
@@ -102,7 +107,8 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
         result["failed"] = {spec.key(seed): failure_reason(err) for spec in specs for seed in spec.seeds}
         return result
     def log(spec: RunSpec) -> dict:
-        mine = {"logged": [], "already": 0, "variants": 0, "failed": {}, "log_seconds": {}, "train_seconds": {}}
+        mine = {"logged": [], "already": 0, "variants": 0, "models": [], "failed": {}, "log_seconds": {},
+                "train_seconds": {}}
         directories = {seed: run_dir(spec.directory(Path(runs_dir) / spec.ablation / spec.variant), seed)
                        for seed in spec.seeds}
         trained = {seed: run_dir(spec.directory(Path(weights_dir or runs_dir) / spec.ablation / spec.variant), seed)
@@ -114,12 +120,18 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
             # A map's cells log no figure, model or sample each: the map's figures are its own (reports/figures).
             figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir and not spec.cell else None
             _log_variant(client, spec, directories, stored, baselines, figure, mine, trained)
+        with counting:
+            bar.update(len(spec.seeds))
         return mine
 
-    with ThreadPoolExecutor(at_once or in_flight(uri), thread_name_prefix="track") as pool:
+    counting = threading.Lock()
+    # on a terminal only (tqdm's disable=None): a stage's log or a test's output keeps its lines
+    with tqdm(total=sum(len(spec.seeds) for spec in specs), desc="MLflow", unit="run", disable=None) as bar, \
+            ThreadPoolExecutor(at_once or in_flight(uri), thread_name_prefix="track") as pool:
         logged = list(pool.map(log, specs))
     for mine in logged:
         result["logged"] += mine["logged"]
+        result["models"] += mine["models"]
         for name in ("failed", "log_seconds", "train_seconds"):
             result[name].update(mine[name])
         result["already"] += mine["already"]
@@ -136,8 +148,14 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
 
     keys = {seed: run_key(spec, seed, d) for seed, d in directories.items()}
     parent_key = variant_key(spec, list(keys.values()))
-    if complete_run(stored.get(parent_key, [])) is not None:
+    if (logged := complete_run(stored.get(parent_key, []))) is not None:
         result["already"] += len(keys)
+        if not spec.cell and MODEL_TAG not in logged.data.tags and (trained[spec.seeds[0]] / MODEL_FILE).exists():
+            try:  # logged from its record alone; its weights have arrived since
+                if _add_model(client, logged, trained[spec.seeds[0]]):
+                    result["models"].append(spec.name)
+            except Exception as err:  # noqa: BLE001
+                result["failed"][spec.name] = failure_reason(err)
         return
     try:
         delete_incomplete(client, stored.get(parent_key, []))
@@ -198,6 +216,9 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
 MODEL_NAME = "model"
 
 
+MODEL_TAG = "blocklab.model"  # on a parent run: the id of the logged model of its seed-0 weights
+
+
 def log_model_and_sample(client, run_id: str, directory: Path, trained: Path, experiment_id: str | None = None) -> None:
     """What the run writes (its folder `directory`'s sample.txt, recorded when it trained: nanoGPT's sampling) as
     the run `run_id`'s `sample.txt`, and, where its weights are here (`trained`'s model.pt), the run as an MLflow
@@ -207,6 +228,21 @@ def log_model_and_sample(client, run_id: str, directory: Path, trained: Path, ex
         client.log_artifact(run_id, str(Path(directory) / SAMPLE_FILE))
     if (Path(trained) / MODEL_FILE).exists():
         _log_model(client, run_id, trained, experiment_id)
+
+
+def _add_model(client, parent, trained: Path) -> bool:
+    """The model of a parent run logged without one: unless a model from that run is there already (logged
+    before runs were tagged with theirs), then only the tag. Whether a model was logged."""
+    from mlflow.entities import LoggedModelStatus
+
+    experiment_id = parent.info.experiment_id
+    found = client.search_logged_models([experiment_id], f"source_run_id = '{parent.info.run_id}'", max_results=10)
+    ready = [m for m in found if m.status == LoggedModelStatus.READY]
+    if ready:
+        client.set_tag(parent.info.run_id, MODEL_TAG, ready[0].model_id)
+        return False
+    _log_model(client, parent.info.run_id, trained, experiment_id)
+    return True
 
 
 def _log_model(client, run_id: str, directory: Path, experiment_id: str | None) -> None:
@@ -238,6 +274,7 @@ def _log_model(client, run_id: str, directory: Path, experiment_id: str | None) 
                                          pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
         finally:
             quiet.level = level
+    client.set_tag(run_id, MODEL_TAG, logged.model_id)
 
 
 def track_reported(params: Params, runs_dir: Path, reports_dir: Path, uri: str | None = None,
@@ -251,7 +288,8 @@ def track_reported(params: Params, runs_dir: Path, reports_dir: Path, uri: str |
     result = track(params, runs_dir, baselines, reports_dir / "figures", uri=uri, weights_dir=weights_dir)
     logged, failed = result["logged"], result["failed"]
     click.echo(f"MLflow ({result['uri']}): {len(logged)} runs logged, {result['already']} already there; "
-               f"{result['variants']} variant parent runs logged")
+               f"{result['variants']} variant parent runs logged"
+               + (f"; {len(result['models'])} models added, their weights here now" if result["models"] else ""))
     if result["log_seconds"] and result["train_seconds"]:
         logging_seconds, training = sum(result["log_seconds"].values()), sum(result["train_seconds"].values())
         whole = time.perf_counter() - started

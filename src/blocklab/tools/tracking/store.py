@@ -59,17 +59,34 @@ def ensure_store(uri: str) -> None:
         client_for(uri).search_experiments(max_results=1)
 
 
-def ui_addresses(uri: str, base: str) -> list[tuple[str, str]]:
-    """Where a newcomer's first click should land in the MLflow UI at `base` (MLflow 3 opens an experiment on
-    its GenAI overview): per blocklab experiment, its training runs, and its variants' parent runs compared
-    side by side. (label, address) pairs, the experiments by name."""
+def blocklab_runs(uri: str) -> dict:
+    """Every blocklab experiment of the store at `uri` (by name) with its active runs: {experiment: runs}."""
     client = client_for(uri)
+    return {experiment: client.search_runs([experiment.experiment_id], max_results=50000)
+            for experiment in sorted(client.search_experiments(), key=lambda e: e.name)
+            if experiment.name.startswith("blocklab/")}
+
+
+def _is_parent(run) -> bool:
+    return PARENT_TAG not in run.data.tags and "/seed" not in run.info.run_name
+
+
+def holdings(runs_by_experiment: dict, model_tag: str) -> str:
+    """What a store holds, in a line: its training runs, parent runs, models, experiments."""
+    runs = [r for found in runs_by_experiment.values() for r in found]
+    parents = [r for r in runs if _is_parent(r)]
+    models = sum(model_tag in r.data.tags for r in parents)
+    return (f"{len(runs) - len(parents)} training runs under {len(parents)} variant parent runs ({models} with "
+            f"their seed-0 model) in {len(runs_by_experiment)} experiments")
+
+
+def ui_addresses(runs_by_experiment: dict, base: str) -> list[tuple[str, str]]:
+    """Where a newcomer's first click should land in the MLflow UI at `base` (MLflow 3 opens an experiment on
+    its GenAI overview): per blocklab experiment (of `blocklab_runs`), its training runs, and its variants'
+    parent runs compared side by side. (label, address) pairs, the experiments by name."""
     addresses = []
-    for experiment in sorted(client.search_experiments(), key=lambda e: e.name):
-        if not experiment.name.startswith("blocklab/"):
-            continue
-        runs = client.search_runs([experiment.experiment_id], max_results=5000)
-        parents = [r.info.run_id for r in runs if PARENT_TAG not in r.data.tags and "/seed" not in r.info.run_name]
+    for experiment, runs in runs_by_experiment.items():
+        parents = [r.info.run_id for r in runs if _is_parent(r)]
         addresses.append((f"{experiment.name}: training runs",
                           f"{base}/#/experiments/{experiment.experiment_id}/runs"))
         if len(parents) > 1:
