@@ -68,6 +68,7 @@ def test_track_logs_to_a_team_server_on_postgresql_as_into_the_sqlite_default(pr
         out = project.run("blocklab", "track", "--tracking-uri", server)
         into_server = time.perf_counter() - started_at
         assert "NOT logged" not in out.stderr, out.stderr
+        assert "View run" not in out.stdout  # MLflow's two lines a run, and their request, are left out
         served = every_run(server, names)
         again = project.run("blocklab", "track", "--tracking-uri", server).stdout
     assert " 0 runs logged" in again

@@ -17,9 +17,13 @@ STORE_FILE = "mlflow.db"
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 
 
-# Fail fast instead of retrying for minutes when a tracking server is unreachable.
 PARENT_TAG = "mlflow.parentRunId"  # what nests a run under another in MLflow's UI
-HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+
+
+# Fail fast instead of retrying for minutes when a tracking server is unreachable; and no "View run ... at" lines
+# (MLflow prints two for every run finished on a server, after a request of its own to read the run back).
+HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
+                 "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 
 
 def workspace_root(start: Path | None = None) -> Path:
