@@ -255,7 +255,8 @@ def diff(a: str, b: str | None, markdown: bool, fail_on_change: bool) -> None:
 
     Exit status: 0; 1 with --fail-on-change when a claim changed verdict; 2 when a revision cannot be
     compared (unknown, without reports/claims.json, or a workspace whose reports are out of date)."""
-    from blocklab.analysis.diff import DiffError, as_markdown, as_text, check_reproduced, compare, read_revision
+    from blocklab.analysis.diff import DiffError, as_markdown, as_text, compare, read_revision
+    from blocklab.tools.pipeline_status import check_reproduced
 
     try:
         after = read_revision(b)

@@ -85,19 +85,6 @@ def _resolve(rev: str, repo: str) -> str:
                             f"a DVC experiment's name (`dvc exp show` lists them)") from None
 
 
-def check_reproduced(repo: str = ".") -> None:
-    """The workspace's reports must be its pipeline's: nothing `dvc status` reports out of date but outputs a
-    fresh clone has not made (its committed reports are then the commit's own; blocklab.tools.pipeline_status)."""
-    from blocklab.tools.pipeline_status import unexplained_changes
-
-    stale, _ = unexplained_changes(repo)
-    if stale:
-        names = sorted({line.split(":")[0] for line in stale})
-        raise DiffError(f"the workspace's reports are out of date with its dvc.lock, code or params ("
-                        f"{', '.join(names[:3])}{'…' if len(names) > 3 else ''}: `dvc status`): run `dvc repro` "
-                        f"first, then compare (or compare two commits: `blocklab diff HEAD~1 HEAD`)")
-
-
 @dataclass
 class Change:
     claim: str

@@ -27,13 +27,6 @@ from blocklab.schedule.stages import ENCODED, TrainStage, train_stage
 
 
 
-def require_encoded(encoded: str | Path, why: str) -> None:
-    """An error saying what to run when the encoded corpus a command needs is missing (only then: a command
-    whose options need no corpus runs without one)."""
-    if not Path(encoded).is_dir():
-        raise BlocklabError(f"{encoded} does not exist: {why}; run `dvc repro encode` first")
-
-
 CHECKPOINTS = Path("data/checkpoints")
 POOL_RESTARTS = 3  # how often a local pool whose worker died starts again with the runs not yet back
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import blocklab.run
 from blocklab.params.schema import RunSpec
 from blocklab.run.numerics import PINS, vendor_family
-from blocklab.schedule.stages import STORE_DIR
+from blocklab.schedule.stages import STORE_DIR, require_encoded
 
 
 ORIGIN_FILE = "origin.json"
@@ -225,7 +225,6 @@ def store_reported(store_dir: Path, encoded: Path, params_file: str, prune: bool
     import click
 
     from blocklab.params.schema import load_params
-    from blocklab.schedule.prefetch import require_encoded
 
     if not Path(store_dir).is_dir():
         click.echo(f"{store_dir}: no run store yet, nothing trained here (`make demo` or `make repro` trains into it)")

@@ -8,11 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from blocklab.errors import BlocklabError
+
 ENCODED = Path("data/encoded")  # the encoded corpus, the train stages' input (the encode stage's output)
 RUNS_DIR = Path("data/runs")  # every train and map stage's outputs, weights included: data/runs/<ablation>/<variant>/...
 RECORDS_DIR = Path("reports/runs")  # each run's record, committed (a train stage's --records): what analysis reads
 STORE_DIR = Path("data/run_store")  # blocklab.schedule.run_store: runs kept by key, outside DVC's outputs
 GROUPS = {False: "train", True: "map"}  # by whether the stage trains a map's cells
+
+
+def require_encoded(encoded: str | Path, why: str) -> None:
+    """An error saying what to run when the encoded corpus a command needs is missing (only then: a command
+    whose options need no corpus runs without one)."""
+    if not Path(encoded).is_dir():
+        raise BlocklabError(f"{encoded} does not exist: {why}; run `dvc repro encode` first")
 
 
 def stage_name(ablation: str, is_map: bool = False) -> str:

@@ -136,7 +136,7 @@ def audit(runs: list[AuditedRun], encoded: Path, workers: int | None = None, pro
 def reported(runs: list[AuditedRun], encoded: Path, other_family: str, echo) -> int:
     """`blocklab audit`: the audit, printed; its exit status (0: every run reproduces, 1: not, or another family)."""
     from blocklab.run.numerics import vendor_family
-    from blocklab.schedule.prefetch import require_encoded
+    from blocklab.schedule.stages import require_encoded
     from blocklab.tools.fingerprint import FINGERPRINT_FILE, read_committed
 
     require_encoded(encoded, "the audit retrains runs on the encoded corpus")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from blocklab.analysis.diff import DiffError
+
 EXPECTED_IN_A_FRESH_CLONE = {"deleted", "not in cache"}
 
 
@@ -56,3 +58,14 @@ def unexplained_changes(repo: str | Path = ".") -> tuple[list[str], int]:
     with Repo(str(repo)) as dvc_repo:
         status = dvc_repo.status()
     return changes(status, stage_outputs(Path(repo) / "dvc.lock")), len(status)
+
+
+def check_reproduced(repo: str = ".") -> None:
+    """`blocklab diff`'s refusal: the workspace's reports must be its pipeline's, nothing `dvc status` reports out of
+    date but outputs a fresh clone has not made (its committed reports are then the commit's own)."""
+    stale, _ = unexplained_changes(repo)
+    if stale:
+        names = sorted({line.split(":")[0] for line in stale})
+        raise DiffError(f"the workspace's reports are out of date with its dvc.lock, code or params ("
+                        f"{', '.join(names[:3])}{'…' if len(names) > 3 else ''}: `dvc status`): run `dvc repro` "
+                        f"first, then compare (or compare two commits: `blocklab diff HEAD~1 HEAD`)")

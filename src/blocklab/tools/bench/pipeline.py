@@ -13,7 +13,7 @@ import click
 
 from blocklab.params.schema import Params, load_params
 from blocklab.run.data import Corpus, load_corpus
-from blocklab.schedule.prefetch import require_encoded
+from blocklab.schedule.stages import require_encoded
 from blocklab.tools.bench.trainer import trainer_as_the_stage_runs_it
 
 
