@@ -6,6 +6,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from blocklab.cli import SECTIONS, main
@@ -72,3 +73,33 @@ def test_a_fresh_clone_compares_commits_checks_and_says_what_sampling_needs(tmp_
                 "`dvc repro train@norm_order`", "minutes on this machine's"):
         assert way in " ".join(sample.stderr.split()), way
     assert "no run store yet" in run("store").stdout
+
+
+@pytest.mark.parametrize("args, old, new", [
+    (["sample", "norm_order/pre"], "--runs", "--weights"),  # an empty folder: no weights here, exit 1
+    (["audit"], "--runs", "--run"),  # a run the plan does not have, exit 1
+    (["track", "--tracking-uri", "sqlite:///{tmp}/store.db"], "--runs", "--records"),  # no records: warns, exit 0
+], ids=["sample", "audit", "track"])
+def test_an_options_former_name_still_works_says_its_new_one_and_is_not_in_help(tmp_path, args, old, new):
+    """The same value under either name gives the same outcome; the former adds one line on standard error."""
+    value = "norm_order/nowhere/seed0" if new == "--run" else str(tmp_path)
+    args = [arg.format(tmp=tmp_path) for arg in args]
+    if args[0] == "track":  # made before, so that neither call has MLflow's lines about making it
+        from blocklab.tools.tracking import ensure_store
+
+        ensure_store(f"sqlite:///{tmp_path}/store.db")
+    runner = CliRunner()
+    now, before = runner.invoke(main, [*args, new, value]), runner.invoke(main, [*args, old, value])
+    assert before.exit_code == now.exit_code, (before.output, now.output)
+    assert now.stderr, now.output  # each says what is wrong
+    notice = f"note: {old} is now {new} (the old name still works)\n"
+    assert before.stderr == notice + now.stderr, (before.stderr, now.stderr)
+    assert old not in runner.invoke(main, [args[0], "--help"]).output.replace(f"{old[2:]}_", "")
+
+
+def test_check_reads_the_records_under_either_name_of_the_option(tmp_path):
+    runner = CliRunner()
+    for name in ("--records", "--runs"):
+        result = runner.invoke(main, ["check", name, "reports/runs", "--out", str(tmp_path / f"{name[2:]}.json")])
+        assert result.exit_code == 0, result.output
+    assert (tmp_path / "records.json").read_text() == (tmp_path / "runs.json").read_text()

@@ -163,7 +163,7 @@ def test_blocklab_audit_retrains_committed_runs_and_names_each_that_differs_and_
     for run in runs:
         shutil.copytree(ROOT / "reports/runs" / run, project.root / "reports/runs" / run)
     project.run("dvc", "repro", "encode")
-    args = ["blocklab", "audit", *(a for run in runs for a in ("--runs", run))]
+    args = ["blocklab", "audit", *(a for run in runs for a in ("--run", run))]
     same = project.run(*args, check=False)
     assert same.returncode == 0, same.stdout + same.stderr
     assert "2 of 2 runs reproduce the committed ones bit for bit" in same.stdout

@@ -23,7 +23,7 @@ def project(reproduced_project):
 
 
 def sample(project, *args):
-    return CliRunner().invoke(main, ["sample", *args, "--runs", str(project.root / "data/runs"),
+    return CliRunner().invoke(main, ["sample", *args, "--weights", str(project.root / "data/runs"),
                                      "--params", str(project.root / "params.yaml")])
 
 
@@ -71,7 +71,7 @@ def test_a_mistake_says_what_to_do(project, args, message):
 
 
 def test_a_run_whose_weights_are_not_here_says_where_its_record_is_and_how_to_get_them(project, tmp_path):
-    result = CliRunner().invoke(main, ["sample", "norm_order/pre", "--runs", str(tmp_path),
+    result = CliRunner().invoke(main, ["sample", "norm_order/pre", "--weights", str(tmp_path),
                                        "--params", str(project.root / "params.yaml")])
     words = " ".join(result.output.split())
     assert result.exit_code == 1 and "norm_order/pre/seed0's weights are not on this machine" in words, words

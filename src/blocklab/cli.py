@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from blocklab.errors import reports_errors
-from blocklab.options import params_option
+from blocklab.options import former_spelling, params_option
 from blocklab.schedule.stages import ENCODED, RECORDS_DIR, RUNS_DIR, STORE_DIR
 from blocklab.params.schema import load_params
 
@@ -151,12 +151,13 @@ def store(prune: bool, store_dir: Path, encoded: Path, params_file: str) -> None
 @click.option("--top-k", default=200, show_default=True, type=int, help="Sample among the k likeliest characters.")
 @click.option("--seed", default=1337, show_default=True, type=int, help="Seed of the sampling generator.")
 @click.option("--num-samples", default=1, show_default=True, type=int, help="How many samples.")
-@click.option("--runs", "runs_dir", default=str(RUNS_DIR), show_default=True, type=click.Path(file_okay=False),
-              help="Trained runs (DVC outputs).")
+@click.option("--weights", "runs_dir", default=str(RUNS_DIR), show_default=True, type=click.Path(file_okay=False),
+              help="The train stages' outputs, where the runs' weights are.")
+@former_spelling("--runs", "--weights", "old_runs_dir", type=click.Path(file_okay=False))
 @params_option
 @reports_errors
 def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, seed: int, num_samples: int,
-           runs_dir: str, params_file: str) -> None:
+           runs_dir: str, old_runs_dir: str | None, params_file: str) -> None:
     """Generate text from a trained run, RUN = <ablation>/<variant>[/seed<k>] (default: the ablation's first
     seed), as nanoGPT's sample.py does and with its defaults: the context cropped to the model's, logits over
     the temperature, top-k, multinomial. The same seed gives the same text."""
@@ -165,7 +166,7 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
 
     settings = SampleSettings(prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed,
                               num_samples=num_samples)
-    directory = run_directory(load_params(params_file), Path(runs_dir), run)
+    directory = run_directory(load_params(params_file), Path(old_runs_dir or runs_dir), run)
     for i, text in enumerate(sample_run(directory, settings)):
         if i:
             click.echo("---------------")
@@ -179,9 +180,10 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
               type=click.Path(dir_okay=False), help="Metrics written by the `evaluate` stage.")
 @click.option("--gradients", "gradients_file", default="reports/gradients.json", show_default=True,
               type=click.Path(dir_okay=False), help="Written by the `gradients` stage.")
-@click.option("--runs", "runs_dir", default=str(RECORDS_DIR), show_default=True, type=click.Path(file_okay=False),
+@click.option("--records", "runs_dir", default=str(RECORDS_DIR), show_default=True, type=click.Path(file_okay=False),
               help="The runs' records (committed; or the train stages' outputs, data/runs), whose curves window(...) "
                    "and at(...) read.")
+@former_spelling("--runs", "--records", "old_runs_dir", type=click.Path(file_okay=False))
 @click.option("--reference", "reference_file", default="reference.yaml", show_default=True,
               type=click.Path(dir_okay=False), help="The published figures, with the corpus each was published on.")
 @params_option
@@ -195,7 +197,8 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
                    "defaults this way).")
 @click.pass_context
 def check(ctx: click.Context, claims_file: str, metrics_file: str, gradients_file: str, runs_dir: str,
-          reference_file: str, params_file: str, out: str, count_out: str | None, strict: bool) -> None:
+          old_runs_dir: str | None, reference_file: str, params_file: str, out: str, count_out: str | None,
+          strict: bool) -> None:
     """Verify every finding and check against what is here and record the verdicts.
 
     A finding depends on training results: over seed means it holds when its whole 95% interval lies on
@@ -219,7 +222,8 @@ def check(ctx: click.Context, claims_file: str, metrics_file: str, gradients_fil
     from blocklab.json_files import write_json
 
     try:
-        checked = check_reports(claims_file, metrics_file, gradients_file, runs_dir, reference_file, params_file)
+        checked = check_reports(claims_file, metrics_file, gradients_file, old_runs_dir or runs_dir, reference_file,
+                               params_file)
     except BrokenPipeline as err:
         error = click.ClickException(str(err))
         error.exit_code = 2
@@ -289,32 +293,34 @@ def fingerprint(committed: str) -> None:
 
 
 @main.command(short_help="Retrain committed runs from nothing; compare bit for bit.")
-@click.option("--runs", "run_keys", multiple=True, metavar="RUN",
-              help="A run key to audit, e.g. norm_order/post/seed1 (repeat the option for more).")
+@click.option("--run", "run_keys", multiple=True, metavar="RUN",
+              help="A run to audit, e.g. norm_order/post/seed1 (repeat the option for more).")
+@former_spelling("--runs", "--run", "old_run_keys", multiple=True)
 @click.option("--sample", "sample_size", type=int, default=None, metavar="N",
               help="Audit N runs chosen from HEAD's commit: one of every ablation and map first, each one of the "
-                   "cheaper of its runs (default without --runs: one per ablation and map).")
+                   "cheaper of its runs (default without --run: one per ablation and map).")
 @click.option("--encoded", default=str(ENCODED), show_default=True, type=click.Path(file_okay=False),
               help="Encoded corpus (`dvc repro encode`).")
 @click.option("--other-family", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
               help="On a machine of another numeric family than the committed results': exit 1, or 0 (CI's gate).")
 @params_option
 @reports_errors
-def audit(run_keys: tuple[str, ...], sample_size: int | None, encoded: str, other_family: str,
-          params_file: str) -> None:
+def audit(run_keys: tuple[str, ...], old_run_keys: tuple[str, ...], sample_size: int | None, encoded: str,
+          other_family: str, params_file: str) -> None:
     """Retrain committed runs from scratch (no run store, no checkpoint) and compare each with its committed
     record in reports/runs/<run>/: every file, byte for byte (metrics, loss curve, per-block diagnostics, the
     weights' digest, the text sample) and its settings. Different commits sample different runs.
 
     \b
     blocklab audit                               one run of every ablation and map (a few minutes)
-    blocklab audit --runs norm_order/post/seed1  that run
+    blocklab audit --run norm_order/post/seed1   that run
     blocklab audit --sample 40
 
     Exit status: 0 when every audited run reproduces; 1 naming each one that differs and how."""
     from blocklab.tools import audit as audits
 
     params = load_params(params_file)
+    run_keys += old_run_keys
     runs = audits.named(params, list(run_keys)) if run_keys else []
     if sample_size is not None or not run_keys:
         runs += audits.sample(params, sample_size, audits.commit_of())
@@ -322,9 +328,10 @@ def audit(run_keys: tuple[str, ...], sample_size: int | None, encoded: str, othe
 
 
 @main.command(short_help="Log every trained run to MLflow (the pipeline's last stage).")
-@click.option("--runs", "runs_dir", default=str(RECORDS_DIR), show_default=True,
+@click.option("--records", "runs_dir", default=str(RECORDS_DIR), show_default=True,
               type=click.Path(exists=True, file_okay=False),
               help="The runs' records (committed), whose numbers, curves and samples are logged.")
+@former_spelling("--runs", "--records", "old_runs_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--weights", "weights_dir", default=str(RUNS_DIR), show_default=True, type=click.Path(file_okay=False),
               help="The train stages' outputs: each variant's seed-0 weights are logged as its model, and each "
                    "run's wall time, where they are on this machine.")
@@ -333,7 +340,8 @@ def audit(run_keys: tuple[str, ...], sample_size: int | None, encoded: str, othe
 @click.option("--tracking-uri", default=None, help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db).")
 @params_option
 @reports_errors
-def track(runs_dir: str, weights_dir: str, reports_dir: str, tracking_uri: str | None, params_file: str) -> None:
+def track(runs_dir: str, old_runs_dir: str | None, weights_dir: str, reports_dir: str, tracking_uri: str | None,
+          params_file: str) -> None:
     """Log every trained run that MLflow does not have yet (never twice), each variant's seeds nested
     under a parent run holding their means; finish what an interrupted logging left incomplete.
 
@@ -341,7 +349,8 @@ def track(runs_dir: str, weights_dir: str, reports_dir: str, tracking_uri: str |
     logged and the command still succeeds, so the pipeline completes; run it again later."""
     from blocklab.tools.tracking.log_runs import track_reported
 
-    track_reported(load_params(params_file), Path(runs_dir), Path(reports_dir), tracking_uri, Path(weights_dir))
+    track_reported(load_params(params_file), Path(old_runs_dir or runs_dir), Path(reports_dir), tracking_uri,
+                   Path(weights_dir))
 
 
 @main.command(short_help="MLflow's UI on blocklab's runs, with where to compare them.")
