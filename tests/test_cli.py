@@ -94,7 +94,7 @@ def test_an_options_former_name_still_works_says_its_new_one_and_is_not_in_help(
     assert now.stderr, now.output  # each says what is wrong
     notice = f"note: {old} is now {new} (the old name still works)\n"
     assert before.stderr == notice + now.stderr, (before.stderr, now.stderr)
-    assert old not in runner.invoke(main, [args[0], "--help"]).output.replace(f"{old[2:]}_", "")
+    assert old not in runner.invoke(main, [args[0], "--help"]).output
 
 
 def test_check_reads_the_records_under_either_name_of_the_option(tmp_path):

@@ -76,7 +76,7 @@ def test_the_store_holds_every_run_of_a_fresh_clone_and_gains_each_model_when_it
 
     from blocklab.params.schema import load_params
     from blocklab.tools.tracking import PARENT_TAG, RUN_KEY_TAG
-    from blocklab.tools.tracking.log_runs import MODEL_TAG
+    from blocklab.tools.tracking.store import MODEL_TAG
     from conftest import free_port, started, wait_until_healthy
 
     clone = fresh_clone

@@ -18,7 +18,6 @@ from pathlib import Path
 import click
 
 from blocklab.tools.processes import stop_within
-from blocklab.tools.tracking.log_runs import MODEL_TAG
 from blocklab.tools.tracking.store import blocklab_runs, ensure_store, holdings, tracking_uri, ui_addresses
 
 STOP_SECONDS = 10.0  # from a stopping signal to the exit, the server's whole group stopped
@@ -32,7 +31,7 @@ def serve(port: int, uri: str | None = None) -> int:
     base = f"http://127.0.0.1:{port}"
     runs = blocklab_runs(uri)
     click.echo(f"MLflow UI for {uri}: {base}  (Ctrl-C to stop)")
-    click.echo(f"  it holds {holdings(runs, MODEL_TAG)}")
+    click.echo(f"  it holds {holdings(runs)}")
     # MLflow 3 opens an experiment on its GenAI overview: the addresses of what blocklab logged instead
     for label, address in ui_addresses(runs, base):
         click.echo(f"  {label}: {address}")

@@ -23,8 +23,8 @@ from blocklab.tools.tracking.payloads import (
     variant_metrics,
 )
 from blocklab.tools.tracking.store import (
-    EXPERIMENT_IDS, PARENT_TAG, client_for, ensure_store, experiment_id_of, failure_reason, fluent_tracking_uri,
-    tracking_uri,
+    EXPERIMENT_IDS, MODEL_TAG, PARENT_TAG, client_for, ensure_store, experiment_id_of, failure_reason,
+    fluent_tracking_uri, tracking_uri,
 )
 
 
@@ -214,9 +214,6 @@ def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: di
 
 
 MODEL_NAME = "model"
-
-
-MODEL_TAG = "blocklab.model"  # on a parent run: the id of the logged model of its seed-0 weights
 
 
 def log_model_and_sample(client, run_id: str, directory: Path, trained: Path, experiment_id: str | None = None) -> None:

@@ -18,6 +18,7 @@ TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 
 
 PARENT_TAG = "mlflow.parentRunId"  # what nests a run under another in MLflow's UI
+MODEL_TAG = "blocklab.model"  # on a parent run: the id of the logged model of its seed-0 weights
 
 
 # Fail fast instead of retrying for minutes when a tracking server is unreachable; and no "View run ... at" lines
@@ -75,11 +76,11 @@ def _is_parent(run) -> bool:
     return PARENT_TAG not in run.data.tags and "/seed" not in run.info.run_name
 
 
-def holdings(runs_by_experiment: dict, model_tag: str) -> str:
+def holdings(runs_by_experiment: dict) -> str:
     """What a store holds, in a line: its training runs, parent runs, models, experiments."""
     runs = [r for found in runs_by_experiment.values() for r in found]
     parents = [r for r in runs if _is_parent(r)]
-    models = sum(model_tag in r.data.tags for r in parents)
+    models = sum(MODEL_TAG in r.data.tags for r in parents)
     return (f"{len(runs) - len(parents)} training runs under {len(parents)} variant parent runs ({models} with "
             f"their seed-0 model) in {len(runs_by_experiment)} experiments")
 
