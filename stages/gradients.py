@@ -18,7 +18,7 @@ from blocklab.json_files import write_json
 def main(out: Path, params_file: str) -> None:
     params = load_params(params_file)
     g = params.gradients
-    table = gradient_table(params.defaults.model, g.depths, g.norms, seed=g.seed)
+    table = gradient_table(params.defaults.model, g.depths, g.placements, seed=g.seed)
     write_json(out, table)
     for key, by_depth in table.items():
         click.echo(f"{key:>13}: " + "  ".join(f"{d}: {v:.3g}" for d, v in by_depth.items()))

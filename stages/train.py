@@ -56,7 +56,7 @@ def main(ablation: str, variant: str | None, encoded: Path, out_dir: Path, recor
                          echo=click.echo)
     if results:
         training = sum(r.seconds for r in results.values())
-        overhead = sum(r.cell_seconds - r.seconds for r in results.values())
+        overhead = sum(r.wall_seconds - r.seconds for r in results.values())
         click.echo(f"{name}: {len(results)} of {len(runs)} runs trained in {time.time() - started:.0f} s; "
                    f"per run, its wall time in a worker minus its training time: {overhead / training:.1%} of its "
                    f"training time on average")

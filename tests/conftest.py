@@ -47,13 +47,13 @@ claims:
     claim: A 1-layer TinyLM over 28 characters with context 16 has 54,748 parameters.
     kind: check
     rule: exact
-    value: metric("norm_order/pre/seed0", "n_params")
+    value: metric("placement/pre/seed0", "n_params")
     expected: 54748
   - id: pre_norm_learns
     claim: Pre-norm ends below the unigram baseline (seed mean) - it learns more than character frequencies.
     kind: finding
     rule: compare
-    left: mean("norm_order/pre")
+    left: mean("placement/pre")
     op: "<"
     right: baseline("unigram")
 """
@@ -174,6 +174,8 @@ def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> di
             variant.setdefault("model", {})["n_layers"] = min(variant.get("model", {}).get("n_layers", 1), 2)
             if "steps" in variant.get("train", {}):
                 variant["train"]["steps"] = steps
+            if variant.get("train", {}).get("warmup", 0) > steps:  # a warmup no longer than the run
+                variant["train"]["warmup"] = steps
         ablation["model"].pop("n_layers", None)
     for plan in params.get("maps", {}).values():  # 2 variants x 2 learning rates x 2 warmups x 2 seeds
         plan["train"].update(steps=steps, eval_interval=5)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from blocklab.run.cell import THREADS
+from blocklab.run.job import THREADS
 from blocklab.params.schema import RunSpec, load_params
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
@@ -30,7 +30,7 @@ def _corpus(n: int = 20_000) -> Corpus:
 
 
 def _spec(norm: str, seeds=(0,), steps: int = 30, warmup: int = 0) -> RunSpec:
-    return RunSpec(ablation="bench", variant=norm, label=norm, model=ModelConfig(n_layers=2, norm=norm),
+    return RunSpec(ablation="bench", variant=norm, label=norm, model=ModelConfig(n_layers=2, placement=norm),
                    train=TrainConfig(steps=steps, lr=1e-2, warmup=warmup, eval_interval=10, eval_windows=32),
                    seeds=tuple(seeds))
 
@@ -151,9 +151,9 @@ def test_the_plan_schedule_simulation_places_the_longest_run_first_on_the_first_
     assert row == {"workers": 2, "stage_by_stage_seconds": 5, "whole_plan_seconds": 4, "ratio": 1.25,
                    "busy_stage_by_stage": 0.8, "busy_whole_plan": 1.0}
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
-    post, w0 = params.spec("norm_order", "post"), params.spec("warmup", "w0")
+    post, w0 = params.spec("placement", "post"), params.spec("warmup", "w0")
     timings = {post.key(0): {"seconds": 9.0}, w0.key(0): {"seconds": 9.0, "reused_from": post.key(0)}}
-    assert plan_stage_times(params, timings) == {"train@norm_order": [9.0]}  # a copied run costs nothing
+    assert plan_stage_times(params, timings) == {"train@placement": [9.0]}  # a copied run costs nothing
 
 
 @pytest.mark.slow
@@ -163,8 +163,8 @@ def test_through_dvc_trains_the_ablation_both_ways_in_fresh_clones_with_the_same
     small_project.run("dvc", "repro", "encode")
     out = small_project.run("blocklab", "bench", "--through-dvc", "--json", "bench.json").stdout
     figures = json.loads((small_project.root / "bench.json").read_text())["through_dvc"]
-    variants = list(small_project.params["ablations"]["norm_order"]["variants"])
-    assert figures["targets"] == ["train@norm_order"]
+    variants = list(small_project.params["ablations"]["placement"]["variants"])
+    assert figures["targets"] == ["train@placement"]
     runs = 2 * len(variants)
     for way in ("stage_by_stage", "prefetch"):  # fresh clones: every run trained, none copied from a store
         assert figures[way]["runs"] == figures[way]["trained"] == runs
@@ -217,7 +217,7 @@ def test_time_left_quality_replays_the_bar_on_the_runs_times_and_fits_its_costs(
     from blocklab.schedule.plan import COSTS, cost_terms, estimated_seconds
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
-    specs = [s for s in params.specs() if s.ablation in ("norm_order", "ladder")]
+    specs = [s for s in params.specs() if s.ablation in ("placement", "ladder")]
     clock, runs = 0.0, []
     for spec in specs:  # one worker, each run taking exactly its estimate x 1.5: the bar says 1/1.5 of the time left
         for seed in spec.seeds:
@@ -231,7 +231,7 @@ def test_time_left_quality_replays_the_bar_on_the_runs_times_and_fits_its_costs(
     copied = tmp_path / params.spec("warmup", "w0").key(0)  # a copied run is no run the bar waited for
     copied.mkdir(parents=True)
     (copied / "timing.json").write_text(json.dumps({"seconds": 1.0, "started_at": 0, "ended_at": 1,
-                                                    "reused_from": "norm_order/post/seed0"}))
+                                                    "reused_from": "placement/post/seed0"}))
     quality = time_left_quality(params, tmp_path, at=(0.5,))
     assert quality["runs"] == len(runs)
     assert quality["measured_over_estimated"] == {"p10": 1.5, "median": 1.5, "p90": 1.5}

@@ -66,7 +66,7 @@ def test_rezero_starts_as_the_identity_and_learns_its_scalars():
 
 @pytest.mark.parametrize("n_layers", [2, 12])
 def test_deepnorm_scales_the_residual_by_2n_to_the_quarter_inside_the_post_norm(n_layers):
-    block = _block(residual="deepnorm", norm="post", n_layers=n_layers)
+    block = _block(residual="deepnorm", placement="post", n_layers=n_layers)
     alpha = (2 * n_layers) ** 0.25
     assert block.res1.alpha == pytest.approx(alpha)
     x = torch.randn(2, 8, 64)
@@ -76,8 +76,8 @@ def test_deepnorm_scales_the_residual_by_2n_to_the_quarter_inside_the_post_norm(
 
 @pytest.mark.parametrize("n_layers", [2, 12])
 def test_deepnorm_initialises_values_and_projections_scaled_by_8n_to_the_minus_quarter(n_layers):
-    plain = build_model(ModelConfig(norm="post", n_layers=n_layers), VOCAB, seed=3)
-    deep = build_model(ModelConfig(norm="post", residual="deepnorm", n_layers=n_layers), VOCAB, seed=3)
+    plain = build_model(ModelConfig(placement="post", n_layers=n_layers), VOCAB, seed=3)
+    deep = build_model(ModelConfig(placement="post", residual="deepnorm", n_layers=n_layers), VOCAB, seed=3)
     beta = (8 * n_layers) ** -0.25
     for p, d in zip(plain.blocks, deep.blocks):
         torch.testing.assert_close(d.attn.qkv.weight[:128], p.attn.qkv.weight[:128])  # queries, keys: as they were
@@ -89,7 +89,7 @@ def test_deepnorm_initialises_values_and_projections_scaled_by_8n_to_the_minus_q
 
 def test_deepnorm_needs_post_norm():
     with pytest.raises(ValueError, match="deepnorm is a post-norm scheme"):
-        ModelConfig(residual="deepnorm", norm="pre")
+        ModelConfig(residual="deepnorm", placement="pre")
 
 
 def test_swiglu_is_w2_of_silu_w1_times_w3_and_matches_the_4x_mlp_within_2_percent():

@@ -16,10 +16,10 @@ from conftest import ROOT
 METRICS = {
     "baselines": {"unigram": 3.3, "unigram_val": 3.35, "uniform": 4.17},
     "runs": {
-        "norm_order/post/seed0": {"train_loss_last25": 3.31, "val_loss": 3.4, "n_params": 310337},
-        "norm_order/post/seed1": {"train_loss_last25": 3.29, "val_loss": 3.4, "n_params": 310337},
-        "norm_order/pre/seed0": {"train_loss_last25": 2.13, "val_loss": 2.2, "n_params": 310465},
-        "norm_order/pre/seed1": {"train_loss_last25": 2.15, "val_loss": 2.2, "n_params": 310465},
+        "placement/post/seed0": {"train_loss_last25": 3.31, "val_loss": 3.4, "n_params": 310337},
+        "placement/post/seed1": {"train_loss_last25": 3.29, "val_loss": 3.4, "n_params": 310337},
+        "placement/pre/seed0": {"train_loss_last25": 2.13, "val_loss": 2.2, "n_params": 310465},
+        "placement/pre/seed1": {"train_loss_last25": 2.15, "val_loss": 2.2, "n_params": 310465},
     },
 }
 GRADIENTS = {"pre/with": {"1": 0.0333, "4": 0.044, "12": 0.103}, "pre/without": {"1": 0.0044, "4": 0.0051, "12": 0.0053}}
@@ -31,9 +31,9 @@ def verdict(claim) -> bool:
 
 
 def test_expressions_read_runs_seed_means_baselines_and_gradients():
-    assert value_of('loss("norm_order/pre/seed0")', REPORTS) == 2.13
-    assert value_of('mean("norm_order/pre")', REPORTS).estimate().mean == pytest.approx(2.14)
-    assert value_of('seeds("norm_order/post", "val_loss")', REPORTS) == [3.4, 3.4]
+    assert value_of('loss("placement/pre/seed0")', REPORTS) == 2.13
+    assert value_of('mean("placement/pre")', REPORTS).estimate().mean == pytest.approx(2.14)
+    assert value_of('seeds("placement/post", "val_loss")', REPORTS) == [3.4, 3.4]
     assert value_of('baseline("unigram") - 0.5', REPORTS) == pytest.approx(2.8)
     assert value_of('grad("pre/with", 4) / grad("pre/without", 4)', REPORTS) == pytest.approx(0.044 / 0.0051)
     assert value_of('grads("pre/with")', REPORTS) == [0.0333, 0.044, 0.103]
@@ -46,13 +46,13 @@ def test_an_expression_may_not_call_anything_else():
 
 @pytest.mark.parametrize("expected, holds", [(2.13, True), (2.125, True), (2.15, False)])
 def test_within_tolerance(expected, holds):
-    claim = Within(id="a", claim="", kind="finding", rule="within", value='loss("norm_order/pre/seed0")', expected=expected,
+    claim = Within(id="a", claim="", kind="finding", rule="within", value='loss("placement/pre/seed0")', expected=expected,
                    tolerance=0.01)
     assert verdict(claim) is holds
 
 
 def test_within_applies_to_every_seed():
-    every_seed = dict(id="a", claim="", kind="finding", rule="within", value='seeds("norm_order/post")', expected='baseline("unigram")')
+    every_seed = dict(id="a", claim="", kind="finding", rule="within", value='seeds("placement/post")', expected='baseline("unigram")')
     assert verdict(Within(**every_seed, tolerance=0.05))
     assert not verdict(Within(**every_seed, tolerance=0.005))
 
@@ -65,9 +65,9 @@ def test_within_relative_tolerance():
 
 
 def test_relation_between_runs():
-    holds = Compare(id="a", claim="", kind="finding", rule="compare", left='seeds("norm_order/pre")', op="<=",
+    holds = Compare(id="a", claim="", kind="finding", rule="compare", left='seeds("placement/pre")', op="<=",
                     right='baseline("unigram") - 0.5')
-    fails = Compare(id="a", claim="", kind="finding", rule="compare", left='seeds("norm_order/post")', op="<=",
+    fails = Compare(id="a", claim="", kind="finding", rule="compare", left='seeds("placement/post")', op="<=",
                     right='baseline("unigram") - 0.5')
     assert verdict(holds) and not verdict(fails)
 
@@ -81,9 +81,9 @@ def test_monotone_trend():
 
 
 def test_exact_count():
-    assert verdict(Exact(id="a", claim="", kind="finding", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
+    assert verdict(Exact(id="a", claim="", kind="finding", rule="exact", value='metric("placement/pre/seed0", "n_params")',
                          expected=310465))
-    assert not verdict(Exact(id="a", claim="", kind="finding", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
+    assert not verdict(Exact(id="a", claim="", kind="finding", rule="exact", value='metric("placement/pre/seed0", "n_params")',
                              expected=310466))
 
 
@@ -93,24 +93,24 @@ def test_spread_within_a_factor():
 
 
 def test_std_is_the_seed_standard_deviation_and_needs_two_seeds():
-    assert value_of('std("norm_order/pre")', REPORTS) == pytest.approx(0.0141421, abs=1e-6)
+    assert value_of('std("placement/pre")', REPORTS) == pytest.approx(0.0141421, abs=1e-6)
     one_seed = Reports({"runs": {"residual/with/seed0": {"train_loss_last25": 2.2}}}, {})
     assert value_of('std("residual/with")', one_seed) is None
 
 
-WITH_A_DIVERGED_RUN = Reports({**METRICS, "runs": {**METRICS["runs"], "norm_order/pre/seed1": {
+WITH_A_DIVERGED_RUN = Reports({**METRICS, "runs": {**METRICS["runs"], "placement/pre/seed1": {
     "train_loss_last25": None, "val_loss": None, "n_params": 310465}}}, GRADIENTS)
 
 
 @pytest.mark.parametrize("claim", [
-    Within(id="a", claim="", kind="finding", rule="within", value='mean("norm_order/pre", "val_loss")', expected=2.2, tolerance=1),
-    Within(id="a", claim="", kind="finding", rule="within", value='seeds("norm_order/pre")', expected=2.2, tolerance=1),
-    Within(id="a", claim="", kind="finding", rule="within", value=2.2, expected='loss("norm_order/pre/seed1")', tolerance=1),
-    Compare(id="a", claim="", kind="finding", rule="compare", left='abs(-loss("norm_order/pre/seed1"))', op="<", right=9),
-    Monotone(id="a", claim="", kind="finding", rule="monotone", values=['loss("norm_order/pre/seed0")', 'loss("norm_order/pre/seed1")'],
+    Within(id="a", claim="", kind="finding", rule="within", value='mean("placement/pre", "val_loss")', expected=2.2, tolerance=1),
+    Within(id="a", claim="", kind="finding", rule="within", value='seeds("placement/pre")', expected=2.2, tolerance=1),
+    Within(id="a", claim="", kind="finding", rule="within", value=2.2, expected='loss("placement/pre/seed1")', tolerance=1),
+    Compare(id="a", claim="", kind="finding", rule="compare", left='abs(-loss("placement/pre/seed1"))', op="<", right=9),
+    Monotone(id="a", claim="", kind="finding", rule="monotone", values=['loss("placement/pre/seed0")', 'loss("placement/pre/seed1")'],
              direction="increasing"),
-    Exact(id="a", claim="", kind="finding", rule="exact", value='loss("norm_order/pre/seed1")', expected=2.2),
-    Spread(id="a", claim="", kind="finding", rule="spread", values='seeds("norm_order/pre")', max_ratio=9),
+    Exact(id="a", claim="", kind="finding", rule="exact", value='loss("placement/pre/seed1")', expected=2.2),
+    Spread(id="a", claim="", kind="finding", rule="spread", values='seeds("placement/pre")', max_ratio=9),
 ], ids=["within-mean", "within-seeds", "within-expected", "compare", "monotone", "exact", "spread"])
 def test_a_claim_over_a_value_a_run_did_not_record_fails_and_does_not_raise(claim):
     assert claim.check(WITH_A_DIVERGED_RUN).verdict == "fails"
@@ -119,8 +119,8 @@ def test_a_claim_over_a_value_a_run_did_not_record_fails_and_does_not_raise(clai
 
 
 def test_a_missing_run_is_an_error_naming_the_run_not_a_failed_claim():
-    claim = Within(id="a", claim="", kind="finding", rule="within", value='loss("norm_order/gone/seed0")', expected=1, tolerance=1)
-    with pytest.raises(MissingResult, match="run 'norm_order/gone/seed0' is not in reports/metrics.json"):
+    claim = Within(id="a", claim="", kind="finding", rule="within", value='loss("placement/gone/seed0")', expected=1, tolerance=1)
+    with pytest.raises(MissingResult, match="run 'placement/gone/seed0' is not in reports/metrics.json"):
         check_claims([claim], REPORTS)
 
 
@@ -140,14 +140,14 @@ def write_reports(tmp_path, metrics, gradients=GRADIENTS):
         "    claim: Post-norm collapses on every seed.\n"
         "    kind: finding\n"
         "    rule: within\n"
-        "    value: seeds(\"norm_order/post\")\n"
+        "    value: seeds(\"placement/post\")\n"
         "    expected: baseline(\"unigram\")\n"
         "    tolerance: 0.05\n"
         "  - id: pre_learns\n"
         "    claim: Pre-norm learns.\n"
         "    kind: finding\n"
         "    rule: compare\n"
-        "    left: mean(\"norm_order/pre\")\n"
+        "    left: mean(\"placement/pre\")\n"
         "    op: \"<\"\n"
         "    right: 3\n"
     )
@@ -171,7 +171,7 @@ def test_check_passes_and_writes_the_verdicts(tmp_path):
 
 def test_a_failing_claim_is_recorded_listed_first_in_words_and_exits_0(tmp_path):
     broken = json.loads(json.dumps(METRICS))
-    broken["runs"]["norm_order/post/seed1"]["train_loss_last25"] = 2.2  # no longer collapsed
+    broken["runs"]["placement/post/seed1"]["train_loss_last25"] = 2.2  # no longer collapsed
     result = CliRunner().invoke(main, ["check", *write_reports(tmp_path, broken)])
     assert result.exit_code == 0, result.output
     first_lines = result.output.splitlines()[:2]
@@ -186,7 +186,7 @@ def test_a_failing_claim_is_recorded_listed_first_in_words_and_exits_0(tmp_path)
 
 def test_check_strict_exits_1_when_a_claim_fails_and_0_when_all_hold(tmp_path):
     broken = json.loads(json.dumps(METRICS))
-    broken["runs"]["norm_order/post/seed1"]["train_loss_last25"] = 2.2
+    broken["runs"]["placement/post/seed1"]["train_loss_last25"] = 2.2
     assert CliRunner().invoke(main, ["check", "--strict", *write_reports(tmp_path, broken)]).exit_code == 1
     assert CliRunner().invoke(main, ["check", "--strict", *write_reports(tmp_path, METRICS)]).exit_code == 0
 
@@ -201,7 +201,7 @@ def test_a_malformed_claims_file_is_a_broken_pipeline_exit_2(tmp_path):
 @pytest.mark.parametrize("strict", [[], ["--strict"]], ids=["default", "strict"])
 def test_a_malformed_expression_in_the_claims_file_is_a_broken_pipeline_exit_2_not_a_failing_claim(tmp_path, strict):
     args = write_reports(tmp_path, METRICS)
-    claims = (tmp_path / "claims.yaml").read_text().replace('left: mean("norm_order/pre")', 'left: maen("norm_order/pre")')
+    claims = (tmp_path / "claims.yaml").read_text().replace('left: mean("placement/pre")', 'left: maen("placement/pre")')
     (tmp_path / "claims.yaml").write_text(claims)
     result = CliRunner().invoke(main, ["check", *strict, *args])
     assert result.exit_code == 2, result.output
@@ -209,9 +209,9 @@ def test_a_malformed_expression_in_the_claims_file_is_a_broken_pipeline_exit_2_n
 
 
 def test_the_summary_lists_the_failing_claims_first_in_words():
-    claims = [Within(id="post_collapses", claim="Post-norm collapses.", kind="finding", rule="within", value='seeds("norm_order/post")',
+    claims = [Within(id="post_collapses", claim="Post-norm collapses.", kind="finding", rule="within", value='seeds("placement/post")',
                      expected='baseline("unigram")', tolerance=0.05),
-              Compare(id="pre_learns", claim="Pre-norm learns.", kind="finding", rule="compare", left='mean("norm_order/pre")', op="<",
+              Compare(id="pre_learns", claim="Pre-norm learns.", kind="finding", rule="compare", left='mean("placement/pre")', op="<",
                       right=1)]
     text = verdicts_markdown(claims, check_claims(claims, REPORTS))
     assert text.startswith("## Claims: 1 of 2 findings hold, 1 fail; 0 of 0 checks exact\n")
@@ -221,19 +221,19 @@ def test_the_summary_lists_the_failing_claims_first_in_words():
 
 def test_a_claim_naming_a_run_params_yaml_does_not_plan_is_a_broken_pipeline_exit_2_naming_the_run(tmp_path):
     args = write_reports(tmp_path, METRICS)
-    claims = (tmp_path / "claims.yaml").read_text().replace('mean(\"norm_order/pre\")', 'mean(\"norm_order/prenorm\")')
+    claims = (tmp_path / "claims.yaml").read_text().replace('mean(\"placement/pre\")', 'mean(\"placement/prenorm\")')
     (tmp_path / "claims.yaml").write_text(claims)
     result = CliRunner().invoke(main, ["check", *args])
     assert result.exit_code == 2, result.output
-    assert "cannot check the claims" in result.output and "norm_order/prenorm" in result.output
+    assert "cannot check the claims" in result.output and "placement/prenorm" in result.output
 
 
 def test_a_claim_whose_runs_have_not_run_here_is_listed_not_run_yet_with_the_command_that_runs_them(tmp_path):
-    """params.yaml plans norm_order/pre; the reports lack it: the claim over it is not run yet, the other has its
+    """params.yaml plans placement/pre; the reports lack it: the claim over it is not run yet, the other has its
     verdict, and the exit status says whether anything that ran failed."""
     incomplete = json.loads(json.dumps(METRICS))
-    del incomplete["runs"]["norm_order/pre/seed0"]
-    del incomplete["runs"]["norm_order/pre/seed1"]
+    del incomplete["runs"]["placement/pre/seed0"]
+    del incomplete["runs"]["placement/pre/seed1"]
     result = CliRunner().invoke(main, ["check", "--strict", *write_reports(tmp_path, incomplete)])
     assert result.exit_code == 0, result.output
     assert "1 claims not run yet here; what would run them:" in result.output
@@ -243,7 +243,7 @@ def test_a_claim_whose_runs_have_not_run_here_is_listed_not_run_yet_with_the_com
     assert written["pre_learns"]["verdict"] == "not run yet" and written["pre_learns"]["command"] == "dvc repro"
     assert written["post_collapses"]["verdict"] == "holds"
     broken = json.loads(json.dumps(incomplete))
-    broken["runs"]["norm_order/post/seed1"]["train_loss_last25"] = 2.2
+    broken["runs"]["placement/post/seed1"]["train_loss_last25"] = 2.2
     assert CliRunner().invoke(main, ["check", "--strict", *write_reports(tmp_path, broken)]).exit_code == 1
 
 
@@ -279,7 +279,7 @@ def marked_reports(tmp_path, metrics, mark_post: bool):
 
 def test_a_failing_claim_marked_known_to_fail_is_recorded_and_passes_strict_an_unmarked_one_does_not(tmp_path):
     broken = json.loads(json.dumps(METRICS))
-    broken["runs"]["norm_order/post/seed1"]["train_loss_last25"] = 2.2
+    broken["runs"]["placement/post/seed1"]["train_loss_last25"] = 2.2
     marked = CliRunner().invoke(main, ["check", "--strict", *marked_reports(tmp_path, broken, mark_post=True)])
     assert marked.exit_code == 0, marked.output
     assert marked.output.startswith("1 claims marked known_to_fail do not hold, as expected:\n"
@@ -363,14 +363,14 @@ def test_strict_fails_on_an_inconclusive_finding(tmp_path):
     assert "0 of 1 findings hold, 1 inconclusive" in result.output
 
 
-REFERENCE = {"table_a": {"corpus": "aaaa", "figures": {"norm_order/pre/seed0": 2.13}},
+REFERENCE = {"table_a": {"corpus": "aaaa", "figures": {"placement/pre/seed0": 2.13}},
              "table_b": {"corpus": None, "figures": {"pre/with/1": 0.0333}}}
 
 
 @pytest.mark.parametrize("corpus, verdict", [("aaaa", "holds"), ("bbbb", "not comparable")])
 def test_a_claim_against_a_figure_published_on_another_corpus_is_not_comparable(corpus, verdict):
-    published = Within(id="a", claim="", kind="finding", rule="within", value='loss("norm_order/pre/seed0")',
-                       expected='published("table_a", "norm_order/pre/seed0")', tolerance=0.01)
+    published = Within(id="a", claim="", kind="finding", rule="within", value='loss("placement/pre/seed0")',
+                       expected='published("table_a", "placement/pre/seed0")', tolerance=0.01)
     probe = Within(id="b", claim="", kind="check", rule="within", value='grad("pre/with", 1)',
                    expected='published("table_b", "pre/with/1")', tolerance=0.01, relative=True)
     verdicts = check_claims([published, probe], Reports(METRICS, GRADIENTS, REFERENCE, corpus))
@@ -381,9 +381,9 @@ def test_a_claim_against_a_figure_published_on_another_corpus_is_not_comparable(
 
 
 def test_findings_and_checks_are_counted_apart():
-    claims = [Exact(id="count", claim="", kind="check", rule="exact", value='metric("norm_order/pre/seed0", "n_params")',
+    claims = [Exact(id="count", claim="", kind="check", rule="exact", value='metric("placement/pre/seed0", "n_params")',
                     expected=310465),
-              Compare(id="learns", claim="", kind="finding", rule="compare", left='seeds("norm_order/pre")', op="<",
+              Compare(id="learns", claim="", kind="finding", rule="compare", left='seeds("placement/pre")', op="<",
                       right=3)]
     count = claims_count(check_claims(claims, REPORTS))
     assert count == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 0, "findings_not_comparable": 0,

@@ -67,22 +67,22 @@ def test_a_fresh_clone_compares_commits_checks_and_says_what_sampling_needs(tmp_
     diff = run("diff")
     assert diff.returncode == 0, diff.stderr
     assert diff.stdout.startswith("blocklab diff HEAD -> workspace: 0 claims changed verdict")
-    sample = run("sample", "norm_order/pre")
+    sample = run("sample", "placement/pre")
     assert sample.returncode == 1 and "weights are not on this machine" in sample.stderr, sample.stderr
-    for way in ("reports/runs/norm_order/pre/seed0/", "`dvc pull train@norm_order`",
-                "`dvc repro train@norm_order`", "minutes on this machine's"):
+    for way in ("reports/runs/placement/pre/seed0/", "`dvc pull train@placement`",
+                "`dvc repro train@placement`", "minutes on this machine's"):
         assert way in " ".join(sample.stderr.split()), way
     assert "no run store yet" in run("store").stdout
 
 
 @pytest.mark.parametrize("args, old, new", [
-    (["sample", "norm_order/pre"], "--runs", "--weights"),  # an empty folder: no weights here, exit 1
+    (["sample", "placement/pre"], "--runs", "--weights"),  # an empty folder: no weights here, exit 1
     (["audit"], "--runs", "--run"),  # a run the plan does not have, exit 1
     (["track", "--tracking-uri", "sqlite:///{tmp}/store.db"], "--runs", "--records"),  # no records: warns, exit 0
 ], ids=["sample", "audit", "track"])
 def test_an_options_former_name_still_works_says_its_new_one_and_is_not_in_help(tmp_path, args, old, new):
     """The same value under either name gives the same outcome; the former adds one line on standard error."""
-    value = "norm_order/nowhere/seed0" if new == "--run" else str(tmp_path)
+    value = "placement/nowhere/seed0" if new == "--run" else str(tmp_path)
     args = [arg.format(tmp=tmp_path) for arg in args]
     if args[0] == "track":  # made before, so that neither call has MLflow's lines about making it
         from blocklab.tools.tracking import ensure_store

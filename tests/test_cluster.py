@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from blocklab.errors import BlocklabError
-from blocklab.run.cell import Job, run_cell
+from blocklab.run.job import Job, run_job
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
 from blocklab.schedule.cluster import train_on_cluster
@@ -65,7 +65,7 @@ def small_corpus(vocab: int = 11) -> Corpus:
 
 
 def map_jobs(steps: int = 30) -> list[Job]:
-    model = ModelConfig(d_model=16, n_heads=2, n_layers=2, context=8, norm="post")
+    model = ModelConfig(d_model=16, n_heads=2, n_layers=2, context=8, placement="post")
     return [Job(f"m/post/lr{lr:g}_w{warmup}/seed{seed}", model,
                 TrainConfig(steps=steps, lr=lr, warmup=warmup, eval_interval=10, eval_windows=64, device="cpu"), seed)
             for lr in (1e-3, 1e-2, 1e-1) for warmup in (0, 10) for seed in (0, 1)]
@@ -86,7 +86,7 @@ def test_a_maps_cells_on_a_dask_cluster_equal_the_local_workers_bit_for_bit():
     assert list(remote) == [job.key for job in jobs]
     assert all(same(remote[key], local[key]) for key in local)
     training = sum(r.seconds for r in remote.values())
-    overhead = sum(r.cell_seconds - r.seconds for r in remote.values())
+    overhead = sum(r.wall_seconds - r.seconds for r in remote.values())
     print(f"\n{len(jobs)} runs on 2 Dask workers: {wall:.1f} s; per run, its time from a worker taking it to its "
           f"result here minus its training: {overhead / training:.1%} of the training "
           f"({overhead / len(jobs) * 1000:.0f} ms a run, these runs being {training / len(jobs) * 1000:.0f} ms)")
@@ -135,7 +135,7 @@ def test_a_worker_killed_in_the_middle_of_a_map_costs_nothing(when):
             remote = submitted.result(timeout=600)
     assert list(remote) == [job.key for job in jobs]  # every run, once
     for job in jobs[:4] + jobs[-2:]:
-        assert same(remote[job.key], run_cell(job, corpus)), job.key
+        assert same(remote[job.key], run_job(job, corpus)), job.key
 
 
 def test_a_scheduler_that_cannot_be_reached_fails_naming_its_address():

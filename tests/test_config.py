@@ -14,12 +14,12 @@ def minimal(**ablation) -> dict:
 
 def test_the_repository_params_resolve_to_the_lessons_settings():
     params = load_params(ROOT / "params.yaml")
-    post_warmup = params.spec("norm_order", "post_warmup")
-    assert post_warmup.model.norm == "post" and post_warmup.model.n_layers == 6
+    post_warmup = params.spec("placement", "post_warmup")
+    assert post_warmup.model.placement == "post" and post_warmup.model.n_layers == 6
     assert post_warmup.train.lr == 1e-2 and post_warmup.train.steps == 250 and post_warmup.train.warmup == 100
     assert post_warmup.seeds[:2] == (0, 1)
     without = params.spec("residual", "without")
-    assert without.model.residual is False and without.model.norm == "pre"
+    assert without.model.residual == "none" and without.model.placement == "pre"
     assert without.train.lr == 3e-3 and without.train.steps == 200 and without.seeds == (0,)
 
 
@@ -39,14 +39,14 @@ def test_a_variant_overrides_the_ablation_which_overrides_the_defaults():
 
 def test_a_misspelt_key_names_the_key_and_suggests_the_right_one():
     raw = minimal()
-    raw["ablations"]["a"]["variants"]["v"] = {"model": {"nrom": "post"}}
-    with pytest.raises(ParamsError, match=r"unknown key 'ablations.a.variants.v.model.nrom'.*did you mean 'norm'\?"):
+    raw["ablations"]["a"]["variants"]["v"] = {"model": {"placment": "post"}}
+    with pytest.raises(ParamsError, match=r"unknown key 'ablations.a.variants.v.model.placment'.*did you mean 'placement'\?"):
         parse_params(raw)
 
 
 def test_a_bad_value_names_the_key_the_value_and_what_is_allowed():
-    with pytest.raises(ParamsError, match=r"'ablations.a.model.norm' = 'side': Input should be 'pre', 'post', 'peri', 'reordered' or 'mix'"):
-        parse_params(minimal(model={"norm": "side"}))
+    with pytest.raises(ParamsError, match=r"'ablations.a.model.placement' = 'side': Input should be 'pre', 'post', 'peri', 'reordered' or 'mix'"):
+        parse_params(minimal(model={"placement": "side"}))
 
 
 def test_an_unknown_variant_is_named_with_a_suggestion():

@@ -10,7 +10,7 @@ import yaml
 
 from conftest import ROOT
 
-KNOB = "ablations.norm_order.train.lr=1e-05"  # so small that pre-norm learns nothing in 12 steps
+KNOB = "ablations.placement.train.lr=1e-05"  # so small that pre-norm learns nothing in 12 steps
 STATISTICS = {"val_loss_mean", "val_loss_ci95", "train_loss_mean", "train_loss_ci95", "collapsed", "blown_up"}
 
 
@@ -27,7 +27,7 @@ def experiment(reproduced_project):
 def test_an_experiment_that_breaks_a_claim_exits_0_reruns_only_its_stages_and_records_the_verdict(experiment):
     project, result, name = experiment
     ran = [line.split("'")[1] for line in result.stdout.splitlines() if line.startswith("Running stage")]
-    assert sorted(ran) == sorted(["train@norm_order", "evaluate", "check", "samples", "weights", "report", "track"])
+    assert sorted(ran) == sorted(["train@placement", "evaluate", "check", "samples", "weights", "report", "track"])
     assert "1 claims fail or are inconclusive:" in result.stdout
     listed = json.loads(project.run("dvc", "exp", "show", "--json").stdout)
     assert name in json.dumps(listed)
@@ -38,7 +38,7 @@ def test_an_experiment_that_breaks_a_claim_exits_0_reruns_only_its_stages_and_re
         "findings_total": 1, "checks_exact": 2, "checks_total": 2}
     summary = (project.root / "reports" / "summary.md").read_text()
     assert summary.index("**Fail or are inconclusive (1):**\n\n- [fails] pre_norm_learns: Pre-norm ends below") \
-        < summary.index("## norm_order")
+        < summary.index("## placement")
     strict = project.run("blocklab", "check", "--strict", check=False)
     assert strict.returncode == 1 and strict.stdout.startswith("1 claims fail or are inconclusive:")
 
@@ -59,7 +59,7 @@ def test_dvc_exp_show_lists_at_most_six_metric_columns_per_variant_and_the_claim
     assert {"findings_hold", "findings_total", "checks_exact", "checks_total"} <= set(columns)
     # The lesson's eight ablations, at six columns per variant: at most 190 metric columns (there were ~1,100).
     default = yaml.safe_load((ROOT / "params.yaml").read_text())["ablations"]
-    lesson = ["norm_order", "residual", "warmup", "residual_depth", "ffn_mult", "ffn_matched", "depth", "activation"]
+    lesson = ["placement", "residual", "warmup", "residual_depth", "ffn_mult", "ffn_matched", "depth", "activation"]
     assert sum(len(default[a]["variants"]) for a in lesson) * len(STATISTICS) + 7 <= 190
 
 
@@ -67,7 +67,7 @@ def test_dvc_exp_show_only_changed_fits_in_40_columns_after_one_knob(experiment)
     project, _, _ = experiment
     columns = _exp_show(project, "--only-changed")
     assert len(columns) <= 40, columns
-    assert "ablations.norm_order.train.lr" in columns and "norm_order/pre.val_loss_mean" in columns
+    assert "ablations.placement.train.lr" in columns and "placement/pre.val_loss_mean" in columns
     assert not [c for c in columns if c.startswith(("residual/", "depth/", "warmup/"))]
 
 
@@ -75,9 +75,9 @@ def test_dvc_metrics_diff_lists_the_changed_variants_means(experiment):
     project, _, name = experiment
     diff = json.loads(project.run("dvc", "metrics", "diff", "--json", "HEAD", name).stdout)
     changed = diff["reports/variants.json"]
-    assert "norm_order/pre.val_loss_mean" in changed and "norm_order/post.train_loss_mean" in changed
-    assert all(key.startswith("norm_order/") for key in changed), sorted(changed)
-    assert changed["norm_order/pre.val_loss_mean"]["new"] > changed["norm_order/pre.val_loss_mean"]["old"]
+    assert "placement/pre.val_loss_mean" in changed and "placement/post.train_loss_mean" in changed
+    assert all(key.startswith("placement/") for key in changed), sorted(changed)
+    assert changed["placement/pre.val_loss_mean"]["new"] > changed["placement/pre.val_loss_mean"]["old"]
     assert diff["reports/claims_count.json"]["findings_hold"] == {"old": 1, "new": 0, "diff": -1}
 
 
@@ -85,9 +85,9 @@ def test_dvc_plots_diff_draws_both_revisions_loss_curves_in_one_page(experiment,
     project, _, name = experiment
     project.run("dvc", "plots", "diff", "HEAD", name, "-o", str(tmp_path / "plots"))
     page = (tmp_path / "plots" / "index.html").read_text()
-    assert "norm_order: training loss" in page
+    assert "placement: training loss" in page
     rendered = json.loads(project.run("dvc", "plots", "diff", "HEAD", name, "--json").stdout)
-    revisions = {row["rev"] for row in rendered["data"]["norm_order_loss"][0]["content"]["data"]["values"]}
+    revisions = {row["rev"] for row in rendered["data"]["placement_loss"][0]["content"]["data"]["values"]}
     assert revisions == {"HEAD", name}
 
 
@@ -103,12 +103,12 @@ def test_blocklab_diff_names_the_finding_an_experiment_broke_with_both_verdicts_
     assert lines[2].strip().startswith("Pre-norm ends below the unigram baseline")
     assert lines[3].startswith("      HEAD: holds, measured ") and lines[4].startswith(f"      {name}: fails, measured ")
     assert "uniform_is_ln_v" not in out and "one_layer_parameters" not in out  # unchanged: counted, not listed
-    assert "parameters changed: 1\n  ablations.norm_order.train.lr: 0.01 -> 1e-05\n" in out
+    assert "parameters changed: 1\n  ablations.placement.train.lr: 0.01 -> 1e-05\n" in out
     moved = out.split("95% interval: ")[1].split("\nfigures changed")[0].splitlines()
-    assert int(moved[0]) == len(moved) - 1 >= 1 and all(m.strip().startswith("norm_order/") for m in moved[1:]), moved
-    assert "norm_order/pre:" in out
+    assert int(moved[0]) == len(moved) - 1 >= 1 and all(m.strip().startswith("placement/") for m in moved[1:]), moved
+    assert "placement/pre:" in out
     figures = out.split("figures changed: ")[1]
-    assert "reports/figures/norm_order_loss.png" in figures and "residual_loss.png" not in figures
+    assert "reports/figures/placement_loss.png" in figures and "residual_loss.png" not in figures
 
     # the workspace holds the experiment's results: the default comparison, HEAD -> workspace, says the same
     workspace = project.run("blocklab", "diff").stdout
@@ -134,8 +134,8 @@ def test_blocklab_diff_markdown_is_a_report_for_a_step_summary(experiment):
     html = MarkdownIt("commonmark").enable("table").render(report)  # with GitHub's tables
     assert html.count("<table>") == 3, html  # changed verdicts, parameters, variants that moved
     assert "<td><code>pre_norm_learns</code></td>\n<td>holds, measured" in html
-    assert "<td><code>ablations.norm_order.train.lr</code></td>\n<td>0.01</td>\n<td>1e-05</td>" in html
-    assert '<a href="reports/figures/norm_order_loss.png">norm_order_loss.png</a>' in html
+    assert "<td><code>ablations.placement.train.lr</code></td>\n<td>0.01</td>\n<td>1e-05</td>" in html
+    assert '<a href="reports/figures/placement_loss.png">placement_loss.png</a>' in html
 
 
 def _refused(project, *args) -> str:

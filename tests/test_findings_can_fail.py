@@ -121,11 +121,11 @@ def _ladder(rung: str) -> float:
 
 
 CASES: dict[str, tuple[dict, dict]] = {
-    "collapse.post_norm_without_warmup": ({"norm_order/post": around(UNIGRAM)}, {"norm_order/post": around(2.5)}),
-    "collapse.pre_escapes": ({"norm_order/pre": around(2.1)}, {"norm_order/pre": around(3.3)}),
-    "collapse.post_warmup_escapes": ({"norm_order/post_warmup": around(2.1)}, {"norm_order/post_warmup": around(3.0)}),
-    "collapse.post_warmup200_escapes": ({"norm_order/post_warmup200": around(2.1)},
-                                        {"norm_order/post_warmup200": around(3.0)}),
+    "collapse.post_norm_without_warmup": ({"placement/post": around(UNIGRAM)}, {"placement/post": around(2.5)}),
+    "collapse.pre_escapes": ({"placement/pre": around(2.1)}, {"placement/pre": around(3.3)}),
+    "collapse.post_warmup_escapes": ({"placement/post_warmup": around(2.1)}, {"placement/post_warmup": around(3.0)}),
+    "collapse.post_warmup200_escapes": ({"placement/post_warmup200": around(2.1)},
+                                        {"placement/post_warmup200": around(3.0)}),
     "residual.six_layers_without_sit_on_unigram": ({"residual/without/seed0": UNIGRAM},
                                                    {"residual/without/seed0": 2.5}),
     "residual.one_layer_nearly_the_same": ({"residual_depth/without_1": around(2.22)},

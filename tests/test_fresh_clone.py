@@ -100,33 +100,33 @@ def test_the_store_holds_every_run_of_a_fresh_clone_and_gains_each_model_when_it
     assert not [r for r in runs if MODEL_TAG in r.data.tags]
 
     # what `blocklab sample` advises when a run's weights are not here, followed word for word
-    advice = " ".join(clone.run("blocklab", "sample", "norm_order/pre", check=False).stderr.split())
+    advice = " ".join(clone.run("blocklab", "sample", "placement/pre", check=False).stderr.split())
     command = re.search(r"; or `(dvc repro [^`]+)` trains them", advice).group(1)
     trained = clone.run(*shlex.split(command)).stdout
-    assert "Running stage 'train@norm_order'" in trained and "Running stage 'track'" not in trained, trained
+    assert "Running stage 'train@placement'" in trained and "Running stage 'track'" not in trained, trained
     port = free_port()
     with started(["blocklab", "ui", "--port", str(port)], cwd=clone.root, env=clone.env, stdout=subprocess.PIPE,
                  stderr=subprocess.DEVNULL, text=True) as ui:
         printed = [ui.stdout.readline().strip() for _ in range(2)]
-        norm_order = params.ablations["norm_order"].variants
+        placement = params.ablations["placement"].variants
         assert f"0 runs logged, {sum(len(s.seeds) for s in params.all_specs())} already there" in printed[1]
-        assert f"; {len(norm_order)} models added, their weights here now" in printed[1], printed
+        assert f"; {len(placement)} models added, their weights here now" in printed[1], printed
         wait_until_healthy(f"http://127.0.0.1:{port}", ui)
     with_models = {r.info.run_name for r in stored() if MODEL_TAG in r.data.tags
-                   and r.data.tags["blocklab.ablation"] == "norm_order"}
-    assert with_models == set(norm_order)
+                   and r.data.tags["blocklab.ablation"] == "placement"}
+    assert with_models == set(placement)
     assert "models added" not in clone.run("blocklab", "track").stdout  # nothing twice
 
 
 def test_the_readmes_experiment_on_a_fresh_clone_trains_only_the_runs_its_knob_touches(fresh_clone):
     clone = fresh_clone
     clone.run("dvc", "repro", "encode")  # the README's first step on a fresh clone: the corpus, encoded
-    result = clone.run("dvc", "exp", "run", "--allow-missing", "-S", "ablations.norm_order.train.lr=0.003")
+    result = clone.run("dvc", "exp", "run", "--allow-missing", "-S", "ablations.placement.train.lr=0.003")
     trained = [stage for stage in _stages_run(result.stdout) if stage.startswith(("train@", "map@"))]
-    assert trained == ["train@norm_order"], result.stdout
+    assert trained == ["train@placement"], result.stdout
     trained_runs = {str(p.parent.relative_to(clone.root / "data/runs"))
                     for p in (clone.root / "data/runs").rglob("metrics.json")}  # DVC leaves the others' empty folders
-    assert {run.split("/")[0] for run in trained_runs} == {"norm_order"}, trained_runs
+    assert {run.split("/")[0] for run in trained_runs} == {"placement"}, trained_runs
     assert {"evaluate", "check", "report"} <= set(_stages_run(result.stdout))
     metrics = json.loads((clone.root / "reports/metrics.json").read_text())["runs"]
     for key, run in metrics.items():  # the knob's runs retrained, every other run as its record has it

@@ -24,7 +24,7 @@ def _windows(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return chunk[:, :-1], chunk[:, 1:]
 
 
-@pytest.mark.parametrize("fields", [{"norm": "pre"}, {"norm": "post"}, {"norm": "peri"},
+@pytest.mark.parametrize("fields", [{"placement": "pre"}, {"placement": "post"}, {"placement": "peri"},
                                     {"norm_type": "dyt", "dyt_alpha": 4.0}])
 def test_each_blocks_values_are_what_a_plain_forward_pass_gives(fields):
     model = build_model(ModelConfig(d_model=16, n_heads=2, n_layers=3, context=8, **fields), V, seed=0)

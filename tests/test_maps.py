@@ -22,7 +22,7 @@ A_MAP = {
     "ablations": {"a": {"seeds": [0], "model": {}, "train": {}, "variants": {"v": {}}}},
     "maps": {"m": {"seeds": [0, 1], "model": {"n_layers": 2}, "train": {"steps": 20},
                    "axes": {"train": {"lr": [0.001, 0.01, 0.1], "warmup": [0, 10]}},
-                   "variants": {"post": {"model": {"norm": "post"}}, "pre": {"model": {"norm": "pre"}}}}},
+                   "variants": {"post": {"model": {"placement": "post"}}, "pre": {"model": {"placement": "pre"}}}}},
 }
 
 
@@ -76,7 +76,7 @@ def test_a_map_crosses_every_variant_with_every_cell_of_its_axes_with_readable_k
                                        "lr0.1_w10"]
     assert cells[2].key(1) == "m/post/lr0.01_w0/seed1"
     assert (cells[2].train.lr, cells[2].train.warmup, cells[2].train.steps) == (0.01, 0, 20)
-    assert (cells[2].model.norm, cells[2].model.n_layers) == ("post", 2)
+    assert (cells[2].model.placement, cells[2].model.n_layers) == ("post", 2)
     assert len(params.map_specs()) == 12 and len(params.specs()) == 1  # the maps' cells apart from the ablations
     assert params.runs_of("m", "pre") == params.cells("m", "pre") and params.runs_of("a", "v") == [params.spec("a", "v")]
     # one stage trains a map or an ablation whole: every variant, a map's in every cell
@@ -127,7 +127,22 @@ def test_a_bad_axis_is_refused_like_any_other_params_mistake(axes, message):
 def test_a_value_the_setting_refuses_is_refused_naming_the_cell(value, message):
     with pytest.raises(ParamsError) as refused:
         parse_params(a_map(axes={"train": {"lr": [0.01, value]}})).map_specs()
-    assert message in str(refused.value) and "maps.m.axes (train.lr=" in str(refused.value)
+    said = str(refused.value)
+    assert message in said and "maps.m, variant 'post', cell lr" in said and "(train.lr=" in said
+    assert "drop that value from maps.m.axes" in said
+
+
+def test_a_cell_no_run_could_train_is_refused_naming_the_map_the_variant_the_cell_and_the_fix():
+    """A warmup longer than the run: the learning rate would never reach the rate asked for."""
+    with pytest.raises(ParamsError) as refused:
+        parse_params(a_map(axes={"train": {"lr": [0.01], "warmup": [0, 30]}})).map_specs()
+    said = str(refused.value)
+    assert "maps.m, variant 'post', cell lr0.01_w30 (train.lr=0.01, train.warmup=30)" in said
+    assert "a warmup of 30 steps is longer than the run's 20 steps" in said
+    assert "shorten warmup, or raise steps" in said and "drop that value from maps.m.axes" in said
+    # and so is a cell of a model axis
+    with pytest.raises(ParamsError, match=r"maps.m, variant 'post', cell d6_lr0.01 .*n_heads=4 must divide d_model=6"):
+        parse_params(a_map(axes={"model": {"d_model": [64, 6]}, "train": {"lr": [0.01]}})).map_specs()
 
 
 def test_a_variant_may_not_set_what_an_axis_sets_and_a_map_may_not_share_an_ablations_name():

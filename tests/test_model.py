@@ -35,16 +35,16 @@ def test_parameter_shares_add_up_and_feed_forward_dominates_at_4x():
 
 
 def test_post_norm_has_no_final_layernorm_and_pre_norm_has_one():
-    pre = TinyLM(ModelConfig(norm="pre"), VOCAB)
-    post = TinyLM(ModelConfig(norm="post"), VOCAB)
+    pre = TinyLM(ModelConfig(placement="pre"), VOCAB)
+    post = TinyLM(ModelConfig(placement="post"), VOCAB)
     assert isinstance(pre.ln_f, nn.LayerNorm)
     assert isinstance(post.ln_f, nn.Identity)
     assert parameter_counts(pre)["total"] - parameter_counts(post)["total"] == 128
 
 
-def _block_with(norm: str, residual: bool) -> Block:
+def _block_with(norm: str, residual: str) -> Block:
     torch.manual_seed(0)
-    block = Block(ModelConfig(norm=norm, residual=residual))
+    block = Block(ModelConfig(placement=norm, residual=residual))
     # Give the norms a non-trivial affine map so that a mis-wired norm would show.
     with torch.no_grad():
         for ln in (block.ln1, block.ln2):
@@ -53,9 +53,10 @@ def _block_with(norm: str, residual: bool) -> Block:
     return block
 
 
-@pytest.mark.parametrize("norm, residual", [("pre", True), ("pre", False), ("post", True), ("post", False)])
+@pytest.mark.parametrize("norm, residual", [("pre", "plain"), ("pre", "none"), ("post", "plain"), ("post", "none")])
 def test_block_wiring_is_the_lessons(norm, residual):
     block = _block_with(norm, residual)
+    residual = residual == "plain"
     x = torch.randn(2, 8, 64)
     a, f, ln1, ln2 = block.attn, block.ffn, block.ln1, block.ln2
     if norm == "pre" and residual:

@@ -47,7 +47,7 @@ EQUATIONS = {
 @pytest.mark.parametrize("norm_type", ["layernorm", "rmsnorm", "dyt"])
 def test_each_placement_computes_its_papers_equation(norm, norm_type):
     torch.manual_seed(0)
-    block = Block(ModelConfig(**SMALL, norm=norm, norm_type=norm_type))
+    block = Block(ModelConfig(**SMALL, placement=norm, norm_type=norm_type))
     with torch.no_grad():
         for p in block.parameters():  # away from the norms' initial 1 and 0, so that a swapped norm shows
             p.add_(0.1 * torch.randn_like(p))
@@ -73,7 +73,7 @@ def test_layernorm_scaling_divides_the_normalised_input_of_block_l_by_sqrt_l():
                                                       (8, 0.5, 4), (4, 0.0, 0)])
 def test_mix_ln_is_post_norm_in_the_first_quarter_of_the_blocks_and_pre_norm_after(n_layers, fraction, post):
     """Li et al. 2025 (Mix-LN): post-LN in the first floor(alpha * L) layers, alpha = 0.25, pre-LN after."""
-    model = TinyLM(ModelConfig(**SMALL, n_layers=n_layers, norm="mix", mix_fraction=fraction), vocab_size=11)
+    model = TinyLM(ModelConfig(**SMALL, n_layers=n_layers, placement="mix", mix_fraction=fraction), vocab_size=11)
     assert [b.placement for b in model.blocks] == ["post"] * post + ["pre"] * (n_layers - post)
     x = _x()
     with torch.no_grad():
@@ -83,7 +83,7 @@ def test_mix_ln_is_post_norm_in_the_first_quarter_of_the_blocks_and_pre_norm_aft
 
 
 def test_peri_ln_normalises_the_embeddings_and_has_a_final_norm():
-    model = build_model(ModelConfig(**SMALL, n_layers=2, norm="peri"), vocab_size=11, seed=0)
+    model = build_model(ModelConfig(**SMALL, n_layers=2, placement="peri"), vocab_size=11, seed=0)
     idx = torch.randint(0, 11, (2, 8), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         x = model.emb_norm(model.tok_emb(idx) + model.pos_emb(torch.arange(8)))
@@ -144,7 +144,7 @@ def test_rope_rotates_queries_and_keys_as_roformer_and_replaces_the_position_tab
 
 def test_bias_false_leaves_no_bias_anywhere_and_the_default_has_every_one():
     biased = build_model(ModelConfig(**SMALL, n_layers=2), vocab_size=11, seed=0)
-    unbiased = build_model(ModelConfig(**SMALL, n_layers=2, bias=False, norm="peri"), vocab_size=11, seed=0)
+    unbiased = build_model(ModelConfig(**SMALL, n_layers=2, bias=False, placement="peri"), vocab_size=11, seed=0)
     assert not [name for name, _ in unbiased.named_parameters() if name.endswith("bias")]
     assert {name for name, _ in biased.named_parameters() if name.endswith("bias")} >= {
         "blocks.0.attn.qkv.bias", "blocks.0.attn.proj.bias", "blocks.0.ffn.widen.bias", "blocks.0.ln1.bias",
@@ -165,25 +165,25 @@ def test_the_default_models_modules_are_the_lessons():
 
 
 @pytest.mark.parametrize("fields, both", [
-    ({"mix_fraction": 0.5}, ("mix_fraction", "norm: pre")),
-    ({"norm": "post", "norm_scaling": True}, ("norm_scaling", "norm: post")),
-    ({"norm": "peri", "norm_type": "none"}, ("norm: peri", "norm_type: none")),
+    ({"mix_fraction": 0.5}, ("mix_fraction", "placement: pre")),
+    ({"placement": "post", "norm_scaling": True}, ("norm_scaling", "placement: post")),
+    ({"placement": "peri", "norm_type": "none"}, ("placement: peri", "norm_type: none")),
     ({"norm_scaling": True, "norm_type": "none"}, ("norm_scaling: true", "norm_type: none")),
     ({"dyt_alpha": 1.0}, ("dyt_alpha", "norm_type: layernorm")),
     ({"rope": True, "d_model": 12, "n_heads": 4}, ("rope", "d_model / n_heads = 3")),
 ])
 def test_a_combination_that_makes_no_sense_is_refused_naming_both_keys(tmp_path, fields, both):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["ablations"]["norm_order"]["variants"]["pre"]["model"] = fields
+    params["ablations"]["placement"]["variants"]["pre"]["model"] = fields
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     with pytest.raises(ParamsError) as refused:
         load_params(tmp_path / "params.yaml").specs()
     message = str(refused.value)
-    assert "ablations.norm_order.variants.pre" in message and all(part in message for part in both), message
+    assert "ablations.placement.variants.pre" in message and all(part in message for part in both), message
 
 
 def test_every_placement_trains_a_step_and_its_gradients_reach_every_parameter():
-    for fields in [{"norm": "peri"}, {"norm": "reordered", "qk_norm": "rmsnorm"}, {"norm": "mix", "n_layers": 4},
+    for fields in [{"placement": "peri"}, {"placement": "reordered", "qk_norm": "rmsnorm"}, {"placement": "mix", "n_layers": 4},
                    {"norm_scaling": True}, {"norm_type": "dyt"}, {"rope": True, "bias": False}]:
         model = build_model(ModelConfig(**SMALL, **{"n_layers": 2, **fields}), vocab_size=11, seed=0)
         idx = torch.randint(0, 11, (2, 9), generator=torch.Generator().manual_seed(0))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from blocklab.run.cell import Job, run_cell
+from blocklab.run.job import Job, run_job
 from blocklab.run.numerics import FAMILY, MKL_FAMILIES, PINS, PINS_ENV, SHIM_GLOB, NumericPathError, vendor_family
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.tools import fingerprint
@@ -32,7 +32,7 @@ same_family = pytest.mark.skipif(
            f"'{COMMITTED_FAMILY}': their bits are not expected here (docs/reproducibility.md)")
 BLOCKLAB = str(Path(sys.executable).with_name("blocklab"))
 UNPINNED = {name: "" for name in PINS}  # an environment in which nothing is pinned (torch loaded before blocklab)
-TINY = Job("t/post/seed0", ModelConfig(d_model=16, n_heads=2, n_layers=1, context=8, norm="post"),
+TINY = Job("t/post/seed0", ModelConfig(d_model=16, n_heads=2, n_layers=1, context=8, placement="post"),
            TrainConfig(steps=3, eval_interval=3, eval_windows=8, device="cpu"), 0)
 
 
@@ -90,8 +90,8 @@ def test_a_worker_of_another_family_than_the_run_was_keyed_for_refuses_it():
     other = next(name for name in MKL_FAMILIES.values() if name != vendor_family())
     job = Job(TINY.key, TINY.model, TINY.train, TINY.seed, family=other)
     with pytest.raises(NumericPathError, match=re.escape(f"keyed for '{other}'")):
-        run_cell(job, small_corpus())
-    assert run_cell(Job(TINY.key, TINY.model, TINY.train, TINY.seed, family=vendor_family()), small_corpus()).weights
+        run_job(job, small_corpus())
+    assert run_job(Job(TINY.key, TINY.model, TINY.train, TINY.seed, family=vendor_family()), small_corpus()).weights
 
 
 @needs_pins
@@ -104,7 +104,7 @@ def test_a_dask_worker_that_loaded_torch_first_refuses_the_run_and_a_pinned_one_
             train_on_cluster([job], small_corpus(), address, echo=lambda _: None)
     with dask_cluster(workers=1) as (address, _):
         remote = train_on_cluster([job], small_corpus(), address, echo=lambda _: None)
-    assert remote[job.key].metrics == run_cell(job, small_corpus()).metrics
+    assert remote[job.key].metrics == run_job(job, small_corpus()).metrics
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +189,7 @@ def test_bench_numerics_trains_each_path_in_a_process_of_its_own_and_says_what_e
     cwd = os.getcwd()
     os.chdir(project.root)
     try:
-        figures = measure("norm_order", "post", 0, 5, "data/encoded", "params.yaml", repeats=1, paths=paths)
+        figures = measure("placement", "post", 0, 5, "data/encoded", "params.yaml", repeats=1, paths=paths)
     finally:
         os.chdir(cwd)
     rows = figures["paths"]

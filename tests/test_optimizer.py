@@ -23,7 +23,7 @@ def _train(model, step_fn, steps: int, warmup: int = 5) -> None:
 def test_adamw_updates_bitwise_as_torch_adamw_with_a_changing_learning_rate():
     # 65 characters: the head's bias (65 values) ends in an element-wise kernel's scalar tail in torch's
     # per-tensor AdamW but inside the vectorised body of the flat buffer.
-    ours_model, torch_model = (build_model(ModelConfig(n_layers=2, norm="post"), VOCAB, 0) for _ in range(2))
+    ours_model, torch_model = (build_model(ModelConfig(n_layers=2, placement="post"), VOCAB, 0) for _ in range(2))
     ours, theirs = AdamW(ours_model.parameters(), lr=1e-2), torch.optim.AdamW(torch_model.parameters(), lr=1e-2,
                                                                              foreach=True)
 

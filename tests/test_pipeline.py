@@ -54,9 +54,9 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     assert f"## Claims: {count['findings_hold']} of 1 findings hold" in summary
     # another corpus than the one table A and the ladder were published on: no published column
     assert "| published" not in summary and "3.341 (seed 0)" not in summary
-    curve = (small_project.root / "data/runs/norm_order/pre/seed0/curve.csv").read_text().splitlines()
+    curve = (small_project.root / "data/runs/placement/pre/seed0/curve.csv").read_text().splitlines()
     assert curve[0] == "step,loss,grad_norm,lr,val_loss,attn_logit_max,logit_log_z" and len(curve) == 13
-    layers = (small_project.root / "data/runs/norm_order/pre/seed0/layers.csv").read_text().splitlines()
+    layers = (small_project.root / "data/runs/placement/pre/seed0/layers.csv").read_text().splitlines()
     assert layers[0] == "step,layer,resid_rms,resid_max_abs,block_cos,dyt_saturated" and len(layers) == 1 + 3  # 1 block
 
     figures = small_project.root / "reports" / "figures"
@@ -77,8 +77,8 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     assert declared["reports/claims_count.json"]["data"] == count
     variants = declared["reports/variants.json"]["data"]
     assert set(variants) == {f"{a}/{v}" for a, abl in params["ablations"].items() for v in abl["variants"]}
-    assert variants["norm_order/pre"]["val_loss_mean"] == pytest.approx(
-        sum(metrics["runs"][f"norm_order/pre/seed{s}"]["val_loss"] for s in (0, 1)) / 2, abs=1e-6)
+    assert variants["placement/pre"]["val_loss_mean"] == pytest.approx(
+        sum(metrics["runs"][f"placement/pre/seed{s}"]["val_loss"] for s in (0, 1)) / 2, abs=1e-6)
 
     # Nothing changed: a second repro re-runs nothing but the track stage, which always runs (and logs nothing)
     again = small_project.run("dvc", "repro")
@@ -88,18 +88,18 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
 
 def test_the_same_parameters_give_byte_identical_metrics_and_curves(reproduced_project):
     root = reproduced_project.root
-    files = [root / "reports" / "metrics.json", root / "data/runs/norm_order/pre/seed0/curve.csv",
-             root / "data/runs/norm_order/pre/seed1/metrics.json"]
+    files = [root / "reports" / "metrics.json", root / "data/runs/placement/pre/seed0/curve.csv",
+             root / "data/runs/placement/pre/seed1/metrics.json"]
     before = [f.read_bytes() for f in files]
-    timing = root / "data/runs/norm_order/pre/seed0/timing.json"
-    timing_before, recorded_before = timing.read_bytes(), _recorded_outputs(root, "train@norm_order")
+    timing = root / "data/runs/placement/pre/seed0/timing.json"
+    timing_before, recorded_before = timing.read_bytes(), _recorded_outputs(root, "train@placement")
     shutil.rmtree(root / "data" / "run_store")  # trained again, not copied from the run store
-    reproduced_project.run("dvc", "repro", "--force", "--single-item", "train@norm_order")
+    reproduced_project.run("dvc", "repro", "--force", "--single-item", "train@placement")
     reproduced_project.run("dvc", "repro", "evaluate")
     assert [f.read_bytes() for f in files] == before
     # wall times live apart: the run's own changed, and DVC, which ignores them, records the same output
     assert timing.read_bytes() != timing_before
-    assert _recorded_outputs(root, "train@norm_order") == recorded_before
+    assert _recorded_outputs(root, "train@placement") == recorded_before
 
 
 def _recorded_outputs(root, stage: str) -> list:
@@ -132,8 +132,8 @@ def test_renaming_a_variant_in_words_retrains_nothing(reproduced_project):
     params_file = project.root / "params.yaml"
     original = params_file.read_bytes()
     changed = project.params
-    variant = next(iter(changed["ablations"]["norm_order"]["variants"]))
-    changed["ablations"]["norm_order"]["labels"][variant] = "renamed in words"
+    variant = next(iter(changed["ablations"]["placement"]["variants"]))
+    changed["ablations"]["placement"]["labels"][variant] = "renamed in words"
     project.params = changed
     try:
         stale = json.loads(project.run("dvc", "status", "--json").stdout)
@@ -170,6 +170,6 @@ def test_the_pipeline_reproduces_table_a_within_a_hundredth(tmp_path):
     for key in table_a.keys() - exact.keys():
         assert (abs(measured[key] - unigram) <= 0.05) == (abs(table_a[key] - unigram) <= 0.05), key
     for seed in (0, 1):
-        assert abs(measured[f"norm_order/post/seed{seed}"] - unigram) <= 0.05  # collapsed
-        assert measured[f"norm_order/pre/seed{seed}"] < unigram - 0.5
-        assert measured[f"norm_order/post_warmup/seed{seed}"] < unigram - 0.5
+        assert abs(measured[f"placement/post/seed{seed}"] - unigram) <= 0.05  # collapsed
+        assert measured[f"placement/pre/seed{seed}"] < unigram - 0.5
+        assert measured[f"placement/post_warmup/seed{seed}"] < unigram - 0.5

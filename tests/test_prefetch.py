@@ -67,18 +67,18 @@ def test_prefetch_on_a_dask_cluster_trains_only_its_targets_runs_and_the_stage_c
                                                                                            tmp_path):
     project = make_small_project(tmp_path)
     with dask_cluster() as (address, _):
-        out = project.run("blocklab", "prefetch", "train@norm_order", "--scheduler", address).stdout
+        out = project.run("blocklab", "prefetch", "train@placement", "--scheduler", address).stdout
         assert f"to the Dask scheduler at {address} (2 workers)" in out
         assert "1 train and map stages out of date" in out and "4 trained" in out  # 2 variants x 2 seeds
         # and the stage's own path to the cluster: it trains what the store lacks there too
         project.env["BLOCKLAB_DASK_SCHEDULER"] = address
         staged = project.run("dvc", "repro", "map@stability").stdout
-    # 2 variants x 2 lr x 2 warmups x 2 seeds, less those of norm_order's settings, which the store holds
+    # 2 variants x 2 lr x 2 warmups x 2 seeds, less those of placement's settings, which the store holds
     assert re.search(r"stability: training \d+ of 16 runs on the Dask cluster", staged), staged
-    repro = project.run("dvc", "repro", "train@norm_order").stdout
+    repro = project.run("dvc", "repro", "train@placement").stdout
     assert TRAINED_LINE not in repro and "trained ahead" in repro
     ours = outputs_of(project.root)
-    for folder, runs in (("data/runs/stability/", 16), ("data/runs/norm_order/", 4)):
+    for folder, runs in (("data/runs/stability/", 16), ("data/runs/placement/", 4)):
         theirs = {k: v for k, v in reproduced_project.outputs.items() if k.startswith(folder)}
         assert {k: v for k, v in ours.items() if k.startswith(folder)} == theirs
         assert len(theirs) == runs * len(DETERMINISTIC_RUN_FILES)
@@ -136,17 +136,17 @@ def test_after_a_code_change_every_train_stage_is_out_of_date_not_restorable_fro
 def test_a_damaged_store_entry_is_discarded_and_its_run_trained_afresh_by_the_stage(reproduced_project, tmp_path):
     project = pristine_copy(reproduced_project, tmp_path / "project")
     params = load_params(project.root / "params.yaml")
-    key = RunKeys(project.root / "data/encoded").of(params.spec("norm_order", "pre"))[0]
+    key = RunKeys(project.root / "data/encoded").of(params.spec("placement", "pre"))[0]
     entry = project.root / "data/run_store" / key
     (entry / "metrics.json").write_text('{"train_loss_last25": 2.')  # truncated
-    out = project.run("dvc", "repro", "--force", "--single-item", "train@norm_order").stdout
-    assert f"entry {key[:12]}… (norm_order/pre/seed0's run) was damaged (its metrics.json does not match its " \
+    out = project.run("dvc", "repro", "--force", "--single-item", "train@placement").stdout
+    assert f"entry {key[:12]}… (placement/pre/seed0's run) was damaged (its metrics.json does not match its " \
            f"manifest): discarded, the run trains afresh" in out
-    assert "norm_order: training 1 of 4 runs" in out
+    assert "placement: training 1 of 4 runs" in out
     ours = outputs_of(project.root)
-    assert {k: v for k, v in ours.items() if "norm_order/pre/" in k} == {
-        k: v for k, v in reproduced_project.outputs.items() if "norm_order/pre/" in k}
-    assert RunStore(project.root / "data/run_store").verified(key) == "norm_order/pre/seed0"
+    assert {k: v for k, v in ours.items() if "placement/pre/" in k} == {
+        k: v for k, v in reproduced_project.outputs.items() if "placement/pre/" in k}
+    assert RunStore(project.root / "data/run_store").verified(key) == "placement/pre/seed0"
 
 
 def test_a_stage_whose_runs_are_all_stored_copies_them_without_importing_torch(reproduced_project, tmp_path):
@@ -154,21 +154,21 @@ def test_a_stage_whose_runs_are_all_stored_copies_them_without_importing_torch(r
     47 stages in the default plan)."""
     project = pristine_copy(reproduced_project, tmp_path / "project")
     out = tmp_path / "out"
-    copied = project.run("python", "-X", "importtime", "stages/train.py", "--ablation", "norm_order", "--variant",
+    copied = project.run("python", "-X", "importtime", "stages/train.py", "--ablation", "placement", "--variant",
                          "pre", "data/encoded", str(out))
     assert "copied from the run store" in copied.stdout
     imported = {line.split("|")[-1].strip() for line in copied.stderr.splitlines() if line.startswith("import time:")}
     assert "blocklab.schedule.plan" in imported and "torch" not in imported
     for seed in (0, 1):
         assert (out / f"pre/seed{seed}/metrics.json").read_bytes() == reproduced_project.outputs[
-            f"data/runs/norm_order/pre/seed{seed}/metrics.json"]
+            f"data/runs/placement/pre/seed{seed}/metrics.json"]
     # a run the store lacks still trains, through the same stage
     shutil.rmtree(project.root / "data/run_store")
-    trained = project.run("python", "stages/train.py", "--ablation", "norm_order", "--variant", "pre",
+    trained = project.run("python", "stages/train.py", "--ablation", "placement", "--variant", "pre",
                           "data/encoded", str(tmp_path / "again")).stdout
-    assert "norm_order/pre: training 2 of 2 runs" in trained
+    assert "placement/pre: training 2 of 2 runs" in trained
     assert (tmp_path / "again/pre/seed0/metrics.json").read_bytes() == reproduced_project.outputs[
-        "data/runs/norm_order/pre/seed0/metrics.json"]
+        "data/runs/placement/pre/seed0/metrics.json"]
 
 
 def test_blocklab_store_counts_what_the_plan_uses_and_prunes_the_rest(reproduced_project, tmp_path):

@@ -58,7 +58,7 @@ def test_every_readme_command_runs_on_a_small_pipeline_and_exits_0(reproduced_pr
             continue
         result = project.run(*words)  # raises, with the output, on a non-zero exit
         if words[:3] == ["dvc", "metrics", "diff"]:
-            assert "norm_order/pre.val_loss_mean" in result.stdout, result.stdout
+            assert "placement/pre.val_loss_mean" in result.stdout, result.stdout
         if words[:2] == ["blocklab", "diff"]:
             assert result.stdout.startswith("blocklab diff HEAD -> workspace: "), result.stdout
         if words[:3] == ["dvc", "exp", "run"]:

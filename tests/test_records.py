@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from blocklab.run.cell import Job, run_cell
+from blocklab.run.job import Job, run_job
 from blocklab.run.data import Corpus
 from blocklab.run.results import (DIGEST_FILE, RECORDED_FILES, SAMPLE_FILE, SETTINGS_FILE, weights_digest,
                                   write_record, write_run)
@@ -27,7 +27,7 @@ def tiny_corpus(chars: str = "\nabcdefghij") -> Corpus:
 @pytest.fixture(scope="module")
 def trained():
     corpus = tiny_corpus()
-    return run_cell(Job("a/v/seed0", MODEL, TRAIN, 0), corpus), corpus
+    return run_job(Job("a/v/seed0", MODEL, TRAIN, 0), corpus), corpus
 
 
 def test_a_run_records_what_its_final_model_writes_after_nanogpts_newline_prompt(trained):
@@ -50,7 +50,7 @@ def test_sampling_changes_no_bit_of_the_run(trained):
 
 def test_a_corpus_without_a_newline_prompts_with_its_first_character():
     corpus = tiny_corpus("abcdefghij")
-    result = run_cell(Job("a/v/seed0", MODEL, TRAIN, 0), corpus)
+    result = run_job(Job("a/v/seed0", MODEL, TRAIN, 0), corpus)
     assert result.sample is not None and result.sample[0] == "a"
 
 

@@ -45,7 +45,7 @@ def runs(**losses) -> pd.DataFrame:
     for label, values in losses.items():
         for seed, loss in enumerate(values):
             rows.append({"label": label, "seed": seed, "train_loss_last25": loss, "val_loss": loss + 0.02,
-                         "collapsed": abs(loss - 3.3) <= 0.05, "n_layers": 6, "residual": True,
+                         "collapsed": abs(loss - 3.3) <= 0.05, "n_layers": 6, "residual": "plain",
                          "n_params": 1000, "share_feed_forward": 0.6, "diverged": False, "blown_up": False,
                          "diverged_at_step": None})
     return pd.DataFrame(rows)
@@ -62,7 +62,7 @@ def test_the_finding_says_when_nothing_collapsed():
     assert "No run collapsed" in finding(runs(a=[2.0], b=[2.5]), {"unigram": 3.3}, [])
 
 
-def _norm_order_runs() -> pd.DataFrame:
+def _placement_runs() -> pd.DataFrame:
     frame = runs(**{"post-norm": [3.34, 3.32], "pre-norm": [2.13, 2.15]})
     frame["variant"] = frame["label"].map({"post-norm": "post", "pre-norm": "pre"})
     frame["max_grad_norm"] = 1.0
@@ -72,11 +72,11 @@ def _norm_order_runs() -> pd.DataFrame:
 def test_the_variant_table_prints_mean_and_interval_and_table_a_only_on_its_corpus():
     params = load_params(ROOT / "params.yaml")
     reference = load_reference(ROOT / "reference.yaml")
-    here = variant_table(_norm_order_runs(), reference, "norm_order", {"unigram": 3.3}, params.data.sha256)
+    here = variant_table(_placement_runs(), reference, "placement", {"unigram": 3.3}, params.data.sha256)
     assert "| published" in here and "3.341 (seed 0), 3.317 (seed 1)" in here
     half = stats.t.ppf(0.975, 1) * stats.sem([2.13, 2.15])
     assert f"2.140 ± {half:.3f} (2 seeds)" in here
-    elsewhere = variant_table(_norm_order_runs(), reference, "norm_order", {"unigram": 3.3}, "0" * 64)
+    elsewhere = variant_table(_placement_runs(), reference, "placement", {"unigram": 3.3}, "0" * 64)
     assert "published" not in elsewhere and "3.341" not in elsewhere
 
 

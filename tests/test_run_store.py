@@ -191,9 +191,9 @@ def _equal_pairs(params) -> list[tuple[str, str]]:
 def test_the_default_plan_trains_none_of_its_runs_twice():
     pairs = _equal_pairs(load_params(ROOT / "params.yaml"))
     later = {b.rsplit("/", 1)[0] for _, b in pairs}
-    # warmup/w0, w100, w200 are norm_order's post variants; the default 6-layer model is four variants'
+    # warmup/w0, w100, w200 are placement's post variants; the default 6-layer model is four variants'
     assert {"warmup/w0", "warmup/w100", "warmup/w200", "activation/gelu", "norm_type/layernorm", "ffn_type/mlp"} <= later
-    # the stability map's cells that are norm_order's and depth's runs
+    # the stability map's cells that are placement's and depth's runs
     assert {"stability/post/lr0.01_w0", "stability/post/lr0.01_w100", "stability/pre/lr0.01_w0",
             "stability/pre/lr0.003_w0"} <= later
     assert len(pairs) >= 25

@@ -10,7 +10,7 @@ import psutil
 import pytest
 import torch
 
-from blocklab.run.cell import Job, run_cell
+from blocklab.run.job import Job, run_job
 from blocklab.run.settings import ModelConfig, TrainConfig
 from blocklab.run.data import Corpus
 from blocklab.run.threads import torch_threads
@@ -38,7 +38,7 @@ def train_seeds(model_cfg, cfg, seeds, train, val, vocab, workers=None):
 
 @pytest.mark.parametrize("model_cfg, vocab", [
     (SMALL_MODEL, 11),  # small shapes
-    (ModelConfig(n_layers=2, norm="post"), 65),  # the lesson's sizes
+    (ModelConfig(n_layers=2, placement="post"), 65),  # the lesson's sizes
     (ModelConfig(n_layers=2, residual="rezero", norm_type="none"), 65),
 ])
 def test_seeds_trained_side_by_side_equal_seeds_trained_alone_at_one_thread(model_cfg, vocab):
@@ -55,7 +55,7 @@ def test_seeds_trained_side_by_side_equal_seeds_trained_alone_at_one_thread(mode
 
 def test_a_pool_of_long_lived_workers_equals_every_run_alone_and_measures_its_overhead():
     """A map's cells: more runs than workers, each with settings of its own (here lr x warmup, two seeds),
-    taken by two workers as each finishes one. Every result equals the cell runner's alone, and each
+    taken by two workers as each finishes one. Every result equals the job runner's alone, and each
     run's wall time in the runner (set-up and results included) is recorded beside its training time."""
     train, val, vocab = corpus(vocab=11)
     data = as_corpus(train, val, vocab)
@@ -65,11 +65,11 @@ def test_a_pool_of_long_lived_workers_equals_every_run_alone_and_measures_its_ov
     pooled = train_runs(jobs, data, workers=2, progress=False)
     assert list(pooled) == [job.key for job in jobs]
     for job in jobs:
-        alone = run_cell(job, data)
+        alone = run_job(job, data)
         assert pooled[job.key].curve == alone.curve and pooled[job.key].metrics == alone.metrics
-        assert pooled[job.key].cell_seconds >= pooled[job.key].seconds > 0
+        assert pooled[job.key].wall_seconds >= pooled[job.key].seconds > 0
     training = sum(r.seconds for r in pooled.values())
-    overhead = sum(r.cell_seconds - r.seconds for r in pooled.values())
+    overhead = sum(r.wall_seconds - r.seconds for r in pooled.values())
     print(f"\nper-run overhead in a pool of 2 workers, {len(jobs)} runs of 40 steps: {overhead / training:.1%} of "
           f"the training time ({overhead / len(jobs) * 1000:.0f} ms a run)")
 
@@ -89,7 +89,7 @@ def test_a_pool_holding_hundreds_of_results_keeps_no_file_descriptor_per_tensor(
     tensors = sum(len(result.weights) for result in pooled.values())
     assert tensors >= 1000 and psutil.Process().num_fds() - before < 20
     for job in jobs[::37]:
-        alone = run_cell(job, data).weights
+        alone = run_job(job, data).weights
         assert list(pooled[job.key].weights) == list(alone)
         assert all(torch.equal(pooled[job.key].weights[name], tensor) for name, tensor in alone.items())
 
@@ -101,7 +101,7 @@ SEEDS_SCRIPT = textwrap.dedent("""
     import torch
     from blocklab.run.settings import ModelConfig, TrainConfig
     from blocklab.run.data import Corpus
-    from blocklab.run.cell import Job
+    from blocklab.run.job import Job
     from blocklab.schedule.pool import train_runs
     a = torch.randn(512, 512)
     (a @ a).sum()  # every thread
@@ -149,7 +149,7 @@ INTERRUPTED_SCRIPT = textwrap.dedent("""
     import torch
     from blocklab.run.settings import ModelConfig, TrainConfig
     from blocklab.run.data import Corpus
-    from blocklab.run.cell import Job
+    from blocklab.run.job import Job
     from blocklab.schedule.pool import train_runs
     g = torch.Generator().manual_seed(0)
     train, val = torch.randint(0, 65, (20000,), generator=g), torch.randint(0, 65, (4000,), generator=g)
@@ -179,12 +179,12 @@ def test_a_worker_that_stops_making_progress_fails_the_stage_naming_its_run(smal
     """SIGSTOP a seed's worker: with the stall limit at 3 s the stage kills it and says what to do."""
     project = small_project
     params = project.params
-    params["ablations"]["norm_order"]["train"]["steps"] = 100000  # long enough to be caught mid-run
+    params["ablations"]["placement"]["train"]["steps"] = 100000  # long enough to be caught mid-run
     project.params = params
     project.run("dvc", "repro", "encode")
     stage = subprocess.Popen(
-        [sys.executable, "stages/train.py", "--ablation", "norm_order", "--variant", "pre", "data/encoded",
-         "data/runs/norm_order"], cwd=project.root, env={**project.env, "BLOCKLAB_STALL_MINUTES": "0.05"},
+        [sys.executable, "stages/train.py", "--ablation", "placement", "--variant", "pre", "data/encoded",
+         "data/runs/placement"], cwd=project.root, env={**project.env, "BLOCKLAB_STALL_MINUTES": "0.05"},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.time() + 120
@@ -200,6 +200,6 @@ def test_a_worker_that_stops_making_progress_fails_the_stage_naming_its_run(smal
             os.killpg(stage.pid, signal.SIGKILL)
     assert stage.returncode == 1
     assert "no training step completed for 0.05 minutes" in err and f"pid {stopped.pid}" in err
-    assert "norm_order/pre/seed" in err and "dvc repro" in err
+    assert "placement/pre/seed" in err and "dvc repro" in err
     assert not psutil.pid_exists(stopped.pid) or stopped.status() == psutil.STATUS_ZOMBIE
-    assert not (project.root / "data/runs/norm_order/pre").exists()  # nothing written
+    assert not (project.root / "data/runs/placement/pre").exists()  # nothing written

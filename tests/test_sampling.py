@@ -28,20 +28,20 @@ def sample(project, *args):
 
 
 def test_every_run_keeps_its_weights_and_they_rebuild_its_exact_validation_loss(project):
-    run = project.root / "data/runs/norm_order/pre/seed0"
+    run = project.root / "data/runs/placement/pre/seed0"
     assert (run / MODEL_FILE).exists()
     model, cfg, chars = read_model(run)
     corpus = load_corpus(project.root / "data/encoded")
     assert chars == corpus.chars
-    train_cfg = load_params(project.root / "params.yaml").spec("norm_order", "pre").train
+    train_cfg = load_params(project.root / "params.yaml").spec("placement", "pre").train
     x, y = validation_windows(corpus.val, cfg.context, train_cfg.eval_windows)
     assert evaluate_loss(model, x, y) == read_metrics(run)["val_loss"]
 
 
 def test_a_seed_gives_the_same_text_twice_and_another_seed_another_text(project):
-    first = sample(project, "norm_order/pre", "--tokens", "80")
-    again = sample(project, "norm_order/pre", "--tokens", "80")
-    other = sample(project, "norm_order/pre", "--tokens", "80", "--seed", "7")
+    first = sample(project, "placement/pre", "--tokens", "80")
+    again = sample(project, "placement/pre", "--tokens", "80")
+    other = sample(project, "placement/pre", "--tokens", "80", "--seed", "7")
     assert first.exit_code == 0, first.output
     assert first.output == again.output != other.output
     assert first.output.startswith("\n") and len(first.output.rstrip("\n")) >= 70
@@ -50,20 +50,20 @@ def test_a_seed_gives_the_same_text_twice_and_another_seed_another_text(project)
 def test_a_prompt_longer_than_the_context_is_cropped_and_the_samples_are_separated_as_nanogpt_does(project):
     context = project.params["defaults"]["model"]["context"]
     prompt = ("the cat sat on a mat and " * 4)[: context * 3]
-    result = sample(project, "norm_order/pre/seed1", "--prompt", prompt, "--tokens", "20", "--num-samples", "2")
+    result = sample(project, "placement/pre/seed1", "--prompt", prompt, "--tokens", "20", "--num-samples", "2")
     assert result.exit_code == 0, result.output
     texts = result.output.rstrip("\n").split("\n---------------\n")
     assert len(texts) == 2 and all(t.startswith(prompt) and len(t) == len(prompt) + 20 for t in texts)
 
 
 @pytest.mark.parametrize("args, message", [
-    (["norm_order/prex"], "unknown variant of ablation 'norm_order' 'prex'"),
-    (["norm_ordr/pre"], "did you mean 'norm_order'?"),
-    (["norm_order/pre/seed9"], "its seeds are seed0, seed1"),
-    (["norm_order"], "name it <ablation>/<variant>"),
-    (["norm_order/pre", "--prompt", "Zebra\u00a7"], "characters this model never saw: 'Z', '\u00a7'"),
-    (["norm_order/pre", "--temperature", "0"], "--temperature must be positive"),
-    (["norm_order/pre", "--top-k", "0"], "--top-k must be a positive number"),
+    (["placement/prex"], "unknown variant of ablation 'placement' 'prex'"),
+    (["placment/pre"], "did you mean 'placement'?"),
+    (["placement/pre/seed9"], "its seeds are seed0, seed1"),
+    (["placement"], "name it <ablation>/<variant>"),
+    (["placement/pre", "--prompt", "Zebra\u00a7"], "characters this model never saw: 'Z', '\u00a7'"),
+    (["placement/pre", "--temperature", "0"], "--temperature must be positive"),
+    (["placement/pre", "--top-k", "0"], "--top-k must be a positive number"),
 ])
 def test_a_mistake_says_what_to_do(project, args, message):
     result = sample(project, *args)
@@ -71,19 +71,19 @@ def test_a_mistake_says_what_to_do(project, args, message):
 
 
 def test_a_run_whose_weights_are_not_here_says_where_its_record_is_and_how_to_get_them(project, tmp_path):
-    result = CliRunner().invoke(main, ["sample", "norm_order/pre", "--weights", str(tmp_path),
+    result = CliRunner().invoke(main, ["sample", "placement/pre", "--weights", str(tmp_path),
                                        "--params", str(project.root / "params.yaml")])
     words = " ".join(result.output.split())
-    assert result.exit_code == 1 and "norm_order/pre/seed0's weights are not on this machine" in words, words
-    for way in ("reports/runs/norm_order/pre/seed0/", "`dvc pull train@norm_order`",
-                "`dvc repro train@norm_order` trains them"):
+    assert result.exit_code == 1 and "placement/pre/seed0's weights are not on this machine" in words, words
+    for way in ("reports/runs/placement/pre/seed0/", "`dvc pull train@placement`",
+                "`dvc repro train@placement` trains them"):
         assert way in words, way
 
 
-def test_the_summary_shows_a_sample_of_each_ladder_rung_and_norm_order_variant(project):
+def test_the_summary_shows_a_sample_of_each_ladder_rung_and_placement_variant(project):
     samples = json.loads((project.root / "reports/samples.json").read_text())
     params = project.params
-    expected = [f"{a}/{v}" for a in ("ladder", "norm_order") for v in params["ablations"][a]["variants"]]
+    expected = [f"{a}/{v}" for a in ("ladder", "placement") for v in params["ablations"][a]["variants"]]
     assert list(samples["samples"]) == expected
     summary = (project.root / "reports/summary.md").read_text()
     section = summary.split("## What the models write\n", 1)[1]

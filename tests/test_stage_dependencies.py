@@ -142,7 +142,7 @@ def test_every_third_party_package_the_code_imports_is_declared_in_pyproject():
 def test_a_train_stages_name_says_what_it_trains_and_nothing_else_reads_as_one():
     from blocklab.schedule.stages import TrainStage, stage_name, train_stage
 
-    assert stage_name("norm_order") == "train@norm_order" and stage_name("stability", is_map=True) == "map@stability"
-    assert train_stage("train@norm_order") == TrainStage("train@norm_order", "norm_order")
+    assert stage_name("placement") == "train@placement" and stage_name("stability", is_map=True) == "map@stability"
+    assert train_stage("train@placement") == TrainStage("train@placement", "placement")
     assert train_stage("map@stability") == TrainStage("map@stability", "stability")
     assert [train_stage(name) for name in ("evaluate", "train", "train@", "report@x")] == [None] * 4

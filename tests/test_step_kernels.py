@@ -24,7 +24,7 @@ def test_a_replayed_tensor_keeps_the_recorded_layout():
 
 
 def test_one_recorded_step_holds_every_kind_of_kernel_and_replays():
-    model = ModelConfig(n_layers=2, norm="post")
+    model = ModelConfig(n_layers=2, placement="post")
     calls = record_step(model, TrainConfig(lr=1e-2), vocab_size=65)
     names = {func.overloadpacket.__name__ for func, _, _ in calls}
     assert {"addmm", "mm", "gelu", "gelu_backward", "native_layer_norm", "lerp_", "addcdiv_"} <= names

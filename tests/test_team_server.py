@@ -84,13 +84,13 @@ def test_track_logs_to_a_team_server_on_postgresql_as_into_the_sqlite_default(pr
 @pytest.mark.slow
 def test_two_queued_experiments_logging_at_once_to_the_server_leave_every_run_once(reproduced_project, tmp_path):
     """Neither the baseline nor anything else logged to the server before: both experiments log the whole
-    plan at the same time, most of it the same runs (only norm_order's differ)."""
+    plan at the same time, most of it the same runs (only placement's differ)."""
     project = pristine_copy(reproduced_project, tmp_path / "project")  # reproduced; its MLflow store left behind
     project.commit("baseline results")
     with postgresql_server() as database, mlflow_server(database, tmp_path / "artifacts") as server:
         project.env["MLFLOW_TRACKING_URI"] = server
         for lr in ("0.002", "0.004"):
-            project.run("dvc", "exp", "run", "--queue", "-S", f"ablations.norm_order.train.lr={lr}")
+            project.run("dvc", "exp", "run", "--queue", "-S", f"ablations.placement.train.lr={lr}")
         try:
             project.run("dvc", "queue", "start", "-j", "2")
             deadline = time.time() + 600
@@ -105,9 +105,9 @@ def test_two_queued_experiments_logging_at_once_to_the_server_leave_every_run_on
     params = load_params(project.root / "params.yaml")
     specs = params.specs() + params.map_specs()
     per_plan = sum(len(s.seeds) for s in specs) + len(specs)
-    norm_order = [s for s in specs if s.ablation == "norm_order"]
-    retrained = sum(len(s.seeds) for s in norm_order) + len(norm_order)
-    assert len(keys) == per_plan + retrained  # the shared runs once, each experiment's own norm_order runs
+    placement = [s for s in specs if s.ablation == "placement"]
+    retrained = sum(len(s.seeds) for s in placement) + len(placement)
+    assert len(keys) == per_plan + retrained  # the shared runs once, each experiment's own placement runs
     loggers = Counter(r.data.tags["blocklab.logger"] for r in runs)
     windows = {logger: [float(r.data.tags["blocklab.logging_since"]) for r in runs
                         if r.data.tags["blocklab.logger"] == logger] for logger in loggers}

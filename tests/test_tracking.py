@@ -61,7 +61,7 @@ def test_the_pipeline_logs_every_run_with_params_steps_and_artifacts(project):
         if cell:
             assert run.data.tags["blocklab.cell"] == cell[0] and run.data.params["cell"] == cell[0]
             continue  # a map's runs carry no figure of their own
-        assert run.data.params["model.norm"] in {"pre", "post"}
+        assert run.data.params["model.placement"] in {"pre", "post"}
         assert run.data.metrics["train_loss_last25"] == pytest.approx(final["train_loss_last25"])
         assert run.data.metrics["baseline_unigram"] == pytest.approx(metrics["baselines"]["unigram"])
         assert run.data.metrics["train_seconds"] > 0
@@ -162,17 +162,17 @@ def test_an_unreachable_store_costs_no_result_and_track_catches_up_without_dupli
     assert time.perf_counter() - started < 60  # fails fast: no minutes of HTTP retries
     n_runs = len(json.loads((project.root / "reports" / "metrics.json").read_text())["runs"])
     assert f"warning: {n_runs} runs were NOT logged to MLflow" in down.stderr
-    assert "norm_order/pre/seed0" in down.stderr
+    assert "placement/pre/seed0" in down.stderr
 
     store = f"sqlite:///{tmp_path / 'later.db'}"
     first = project.run("blocklab", "track", "--tracking-uri", store)
     assert f"{n_runs} runs logged, 0 already there" in first.stdout
     second = project.run("blocklab", "track", "--tracking-uri", store)
     assert f"0 runs logged, {n_runs} already there" in second.stdout
-    seed_runs = sum(k.startswith("norm_order/") for k in json.loads(
+    seed_runs = sum(k.startswith("placement/") for k in json.loads(
         (project.root / "reports" / "metrics.json").read_text())["runs"])
-    parent_runs = len(project.params["ablations"]["norm_order"]["variants"])
-    assert len(runs_in(store, "blocklab/norm_order")) == seed_runs + parent_runs
+    parent_runs = len(project.params["ablations"]["placement"]["variants"])
+    assert len(runs_in(store, "blocklab/placement")) == seed_runs + parent_runs
 
 
 def _post(url: str, body: dict) -> dict:
@@ -191,12 +191,12 @@ def test_a_real_mlflow_server_serves_one_experiments_runs_over_rest(project, tmp
         wait_until_healthy(base, server)
         project.run("blocklab", "track", "--tracking-uri", base)
         with urllib.request.urlopen(
-                f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=blocklab/norm_order", timeout=30) as r:
+                f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=blocklab/placement", timeout=30) as r:
             experiment_id = json.loads(r.read())["experiment"]["experiment_id"]
         found = _post(f"{base}/api/2.0/mlflow/runs/search", {"experiment_ids": [experiment_id]})["runs"]
         names = sorted(run["info"]["run_name"] for run in found)
-        variants = project.params["ablations"]["norm_order"]["variants"]
-        seeds = project.params["ablations"]["norm_order"]["seeds"]
+        variants = project.params["ablations"]["placement"]["variants"]
+        seeds = project.params["ablations"]["placement"]["seeds"]
         assert names == sorted([f"{v}/seed{s}" for v in variants for s in seeds] + list(variants))
 
 
@@ -214,14 +214,14 @@ def test_two_processes_logging_at_once_to_a_pre_created_store_both_land(project,
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     workers = [context.Process(target=_track_one_ablation, args=(str(project.root), name, uri, queue))
-               for name in ("norm_order", "warmup")]
+               for name in ("placement", "warmup")]
     for w in workers:
         w.start()
     results = [queue.get(timeout=300) for _ in workers]
     for w in workers:
         w.join(timeout=60)
     assert all(not r["failed"] for r in results), results
-    landed = {name: len(runs_in(uri, f"blocklab/{name}")) for name in ("norm_order", "warmup")}
+    landed = {name: len(runs_in(uri, f"blocklab/{name}")) for name in ("placement", "warmup")}
     assert all(landed.values()) and sum(landed.values()) == sum(len(r["logged"]) + r["variants"] for r in results)
 
 
@@ -241,7 +241,7 @@ def test_four_queued_experiments_that_break_a_claim_all_record_in_dvc_and_in_the
     ensure_store(uri)
     rates = ["0.001", "0.002", "0.004", "1e-05"]  # at 1e-05 pre-norm learns nothing: a claim fails
     for lr in rates:
-        project.run("dvc", "exp", "run", "--queue", "-S", f"ablations.norm_order.train.lr={lr}")
+        project.run("dvc", "exp", "run", "--queue", "-S", f"ablations.placement.train.lr={lr}")
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     project.run("dvc", "queue", "start", "-j", "2")
     # Four small experiments take ~2 minutes here, two at a time; start-up imports torch and MLflow, slow on
@@ -265,18 +265,18 @@ def test_four_queued_experiments_that_break_a_claim_all_record_in_dvc_and_in_the
     rows = list(csv.DictReader(io.StringIO(project.run("dvc", "exp", "show", "--csv").stdout)))
     experiments = {row["Experiment"]: row for row in rows if row["Experiment"]}
     assert len(experiments) == 4, rows
-    by_rate = {float(row["ablations.norm_order.train.lr"]): row for row in experiments.values()}
+    by_rate = {float(row["ablations.placement.train.lr"]): row for row in experiments.values()}
     assert sorted(by_rate) == sorted(float(lr) for lr in rates)
     # at 1e-05 pre-norm learns nothing: its finding fails, decisively; at 0.004 it does not fail (after the
     # small plan's 12 steps, two seeds may leave it undecided)
     assert by_rate[1e-05]["findings_fail"] == "1" and by_rate[0.004]["findings_fail"] == "0"
-    runs = runs_in(uri, "blocklab/norm_order")
+    runs = runs_in(uri, "blocklab/placement")
     names = {r.data.tags.get("DVC_EXP_NAME") for r in runs} - {None}
     assert names == set(experiments), (names, set(experiments))
     learning_rates = {r.data.params["train.lr"] for r in runs if r.data.tags.get("DVC_EXP_NAME")}
     assert learning_rates == {str(float(lr)) for lr in rates}
     parents = [r for r in runs if r.data.tags.get("DVC_EXP_NAME") and "/seed" not in r.info.run_name]
-    assert len(parents) == 4 * len(project.params["ablations"]["norm_order"]["variants"])
+    assert len(parents) == 4 * len(project.params["ablations"]["placement"]["variants"])
 
 
 def test_blocklab_ui_serves_the_store_on_127_0_0_1_and_prints_where_each_ablations_runs_are(project):
@@ -351,12 +351,12 @@ def test_blocklab_ui_stopped_by_a_signal_to_it_alone_leaves_no_process_behind(tm
 
 
 def logged_run_of(project, client, variant: str, seed: int):
-    """The MLflow run of the norm_order run whose results the workspace holds now (found by its run key)."""
+    """The MLflow run of the placement run whose results the workspace holds now (found by its run key)."""
     from blocklab.tools.tracking import run_key
 
-    spec = load_params(project.root / "params.yaml").spec("norm_order", variant)
-    key = run_key(spec, seed, project.root / f"data/runs/norm_order/{variant}/seed{seed}")
-    experiment = client.get_experiment_by_name("blocklab/norm_order")
+    spec = load_params(project.root / "params.yaml").spec("placement", variant)
+    key = run_key(spec, seed, project.root / f"data/runs/placement/{variant}/seed{seed}")
+    experiment = client.get_experiment_by_name("blocklab/placement")
     (run,) = client.search_runs([experiment.experiment_id], f"tags.`{RUN_KEY_TAG}` = '{key}'")
     return run
 
@@ -369,7 +369,7 @@ def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logi
 
     uri = f"sqlite:///{project.root / 'mlflow.db'}"
     client = client_for(uri)
-    experiment = client.get_experiment_by_name("blocklab/norm_order")
+    experiment = client.get_experiment_by_name("blocklab/placement")
     seed_run = logged_run_of(project, client, "pre", 0)  # the results now in the workspace
     parent = client.get_run(seed_run.data.tags[PARENT_TAG])
     (logged,) = client.search_logged_models([experiment.experiment_id],
@@ -377,7 +377,7 @@ def test_each_variants_parent_run_holds_its_seed0_model_loadable_with_equal_logi
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # mlflow.set_tracking_uri exports it: put back after the test
     mlflow.set_tracking_uri(uri)
     loaded = mlflow.pytorch.load_model(f"models:/{logged.model_id}")  # a torch.export graph: no train or eval mode
-    own, cfg, chars = read_model(project.root / "data/runs/norm_order/pre/seed0")
+    own, cfg, chars = read_model(project.root / "data/runs/placement/pre/seed0")
     batch = torch.randint(0, len(chars), (4, cfg.context), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert torch.equal(loaded(batch), own(batch))
@@ -389,13 +389,13 @@ def test_a_runs_mlflow_times_are_its_training_not_its_logging(project, tmp_path)
     """Created, Duration and the time axis: the start and end of the training, as the train stage recorded.
     (Into a store of its own: a store that already holds the same results, trained earlier, keeps those.)"""
     params = load_params(project.root / "params.yaml")
-    only = params.model_copy(update={"ablations": {"norm_order": params.ablations["norm_order"]}, "maps": {}})
+    only = params.model_copy(update={"ablations": {"placement": params.ablations["placement"]}, "maps": {}})
     baselines = json.loads((project.root / "reports" / "metrics.json").read_text())["baselines"]
     uri = f"sqlite:///{tmp_path / 'times.db'}"
     assert not track(only, project.root / "data" / "runs", baselines, None, uri=uri)["failed"]
     client = client_for(uri)
-    timing = json.loads((project.root / "data/runs/norm_order/pre/seed0/timing.json").read_text())
-    experiment = client.get_experiment_by_name("blocklab/norm_order")
+    timing = json.loads((project.root / "data/runs/placement/pre/seed0/timing.json").read_text())
+    experiment = client.get_experiment_by_name("blocklab/placement")
     (run,) = client.search_runs([experiment.experiment_id], "attributes.run_name = 'pre/seed0'")
     assert run.info.start_time == int(timing["started_at"] * 1000)
     assert run.info.end_time == int(timing["ended_at"] * 1000)
@@ -416,12 +416,12 @@ def test_an_experiment_created_from_a_temporary_copy_keeps_its_artifacts_beside_
     copy.mkdir(parents=True)
     monkeypatch.chdir(copy)
     client = client_for(uri)
-    experiment = client.get_experiment(experiment_id_of(client, "blocklab/norm_order"))
-    assert experiment.artifact_location == (store.parent / "mlartifacts" / "blocklab_norm_order").as_uri()
+    experiment = client.get_experiment(experiment_id_of(client, "blocklab/placement"))
+    assert experiment.artifact_location == (store.parent / "mlartifacts" / "blocklab_placement").as_uri()
     run = client.create_run(experiment.experiment_id).info.run_id
     (tmp_path / "note.txt").write_text("x")
     client.log_artifact(run, str(tmp_path / "note.txt"))
-    assert (store.parent / "mlartifacts" / "blocklab_norm_order").exists() and not any(copy.iterdir())
+    assert (store.parent / "mlartifacts" / "blocklab_placement").exists() and not any(copy.iterdir())
 
 
 def test_a_project_copys_commands_log_to_its_own_store_whatever_this_process_exported(monkeypatch, tmp_path):
@@ -439,10 +439,10 @@ def test_logging_a_model_leaves_the_process_environment_as_it_was(project, tmp_p
     process afterwards would have logged its runs to this store instead of the workspace's."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     params = load_params(project.root / "params.yaml")
-    only = params.model_copy(update={"ablations": {"norm_order": params.ablations["norm_order"]}, "maps": {}})
+    only = params.model_copy(update={"ablations": {"placement": params.ablations["placement"]}, "maps": {}})
     baselines = json.loads((project.root / "reports" / "metrics.json").read_text())["baselines"]
     result = track(only, project.root / "data" / "runs", baselines, None, uri=f"sqlite:///{tmp_path / 'other.db'}")
-    assert not result["failed"] and result["variants"] == len(only.ablations["norm_order"].variants)
+    assert not result["failed"] and result["variants"] == len(only.ablations["placement"].variants)
     assert "MLFLOW_TRACKING_URI" not in os.environ
 
 
@@ -479,19 +479,19 @@ def test_two_loggers_whose_since_times_cross_their_creations_both_claim_and_sett
     experiment = client.create_experiment("blocklab/race")
     alive_logger = f"{socket.gethostname()}:{os.getppid()}"  # another live process on this machine
 
-    def created(since: float, key: str = "norm_order/pre@k", parent: str | None = None) -> str:
+    def created(since: float, key: str = "placement/pre@k", parent: str | None = None) -> str:
         tags = {RUN_KEY_TAG: key, LOGGER_TAG: alive_logger, SINCE_TAG: repr(since)}
         return client.create_run(experiment, tags=tags | ({PARENT_TAG: parent} if parent else {})).info.run_id
 
     a = created(since=2.0)
-    assert claim(client, experiment, "norm_order/pre@k", a) == a  # nothing else yet
+    assert claim(client, experiment, "placement/pre@k", a) == a  # nothing else yet
     b = created(since=1.0)  # its time taken before A's, its creation after A's claim
-    assert claim(client, experiment, "norm_order/pre@k", b) == b  # the claim alone lets both stand
-    seed_of_a, seed_of_b = created(5.0, "norm_order/pre/seed0@k", a), created(6.0, "norm_order/pre/seed1@k", b)
+    assert claim(client, experiment, "placement/pre@k", b) == b  # the claim alone lets both stand
+    seed_of_a, seed_of_b = created(5.0, "placement/pre/seed0@k", a), created(6.0, "placement/pre/seed1@k", b)
     for run in (a, b):
         client.set_terminated(run, status=COMPLETE)
-    assert settle(client, experiment, "norm_order/pre@k", PARENT_TAG) == b  # whichever process settles it
-    assert settle(client, experiment, "norm_order/pre@k", PARENT_TAG) == b
-    left = [r for r in client.search_runs([experiment]) if r.data.tags[RUN_KEY_TAG] == "norm_order/pre@k"]
+    assert settle(client, experiment, "placement/pre@k", PARENT_TAG) == b  # whichever process settles it
+    assert settle(client, experiment, "placement/pre@k", PARENT_TAG) == b
+    left = [r for r in client.search_runs([experiment]) if r.data.tags[RUN_KEY_TAG] == "placement/pre@k"]
     assert [r.info.run_id for r in left] == [b]
     assert {client.get_run(s).data.tags[PARENT_TAG] for s in (seed_of_a, seed_of_b)} == {b}

@@ -77,14 +77,14 @@ def test_validation_split_shorter_than_the_context_is_a_clear_error():
 def test_an_absurd_learning_rate_diverges_and_the_run_stops_there_with_finite_metrics():
     train, val, vocab = corpus()
     cfg = TrainConfig(steps=200, lr=1e6, batch_size=4, eval_interval=50, eval_windows=8, device="cpu")
-    result = train_run(ModelConfig(d_model=16, n_heads=2, n_layers=2, context=8, norm="post"), cfg, 0, train, val,
+    result = train_run(ModelConfig(d_model=16, n_heads=2, n_layers=2, context=8, placement="post"), cfg, 0, train, val,
                        vocab)
     m = result.metrics
     assert m["diverged"] is True and m["diverged_at_step"] is not None
     assert m["steps"] == m["diverged_at_step"] + 1 == len(result.curve) < 200
     assert all(v is None or math.isfinite(v) for v in (m["train_loss_last25"], m["val_loss"], m["max_grad_norm"]))
     json.dumps(m, allow_nan=False)  # valid JSON: no NaN
-    per_token = planned_flops_per_token(ModelConfig(d_model=16, n_heads=2, n_layers=2, context=8, norm="post"), vocab)
+    per_token = planned_flops_per_token(ModelConfig(d_model=16, n_heads=2, n_layers=2, context=8, placement="post"), vocab)
     assert m["training_flops"] == per_token * cfg.batch_size * 8 * m["steps"]  # the steps it trained, not the plan's
 
 

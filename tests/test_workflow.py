@@ -129,7 +129,7 @@ def test_the_gate_finds_committed_results_that_are_not_the_commits(tmp_path):
     training.write_text(source + "# changed\n")
     changed = gate()
     assert changed.returncode == 1
-    assert "train@norm_order: changed deps src/blocklab/run modified" in changed.stderr
+    assert "train@placement: changed deps src/blocklab/run modified" in changed.stderr
     assert "Run `make repro` and commit dvc.lock and reports/" in changed.stderr
     training.write_text(source)
     params = project.params

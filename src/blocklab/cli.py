@@ -10,6 +10,7 @@ import click
 
 from blocklab.errors import reports_errors
 from blocklab.options import former_spelling, params_option
+from blocklab.params.former import name_today
 from blocklab.schedule.stages import ENCODED, RECORDS_DIR, RUNS_DIR, STORE_DIR
 from blocklab.params.schema import load_params
 
@@ -122,7 +123,8 @@ def prefetch(targets: tuple[str, ...], workers: int | None, scheduler: str | Non
     The stages that train nothing before them (download, encode) are reproduced first, through DVC."""
     from blocklab.schedule.prefetch import prefetch_reported
 
-    prefetch_reported(load_params(params_file), targets, workers, scheduler, dry_run, store_dir)
+    prefetch_reported(load_params(params_file), tuple(name_today(target) for target in targets), workers, scheduler,
+                      dry_run, store_dir)
 
 
 @main.command(short_help="What the run store holds and the plan uses; --prune the rest.")
@@ -166,7 +168,7 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
 
     settings = SampleSettings(prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed,
                               num_samples=num_samples)
-    directory = run_directory(load_params(params_file), Path(old_runs_dir or runs_dir), run)
+    directory = run_directory(load_params(params_file), Path(old_runs_dir or runs_dir), name_today(run))
     for i, text in enumerate(sample_run(directory, settings)):
         if i:
             click.echo("---------------")
@@ -294,7 +296,7 @@ def fingerprint(committed: str) -> None:
 
 @main.command(short_help="Retrain committed runs from nothing; compare bit for bit.")
 @click.option("--run", "run_keys", multiple=True, metavar="RUN",
-              help="A run to audit, e.g. norm_order/post/seed1 (repeat the option for more).")
+              help="A run to audit, e.g. placement/post/seed1 (repeat the option for more).")
 @former_spelling("--runs", "--run", "old_run_keys", multiple=True)
 @click.option("--sample", "sample_size", type=int, default=None, metavar="N",
               help="Audit N runs chosen from HEAD's commit: one of every ablation and map first, each one of the "
@@ -313,14 +315,14 @@ def audit(run_keys: tuple[str, ...], old_run_keys: tuple[str, ...], sample_size:
 
     \b
     blocklab audit                               one run of every ablation and map (a few minutes)
-    blocklab audit --run norm_order/post/seed1   that run
+    blocklab audit --run placement/post/seed1   that run
     blocklab audit --sample 40
 
     Exit status: 0 when every audited run reproduces; 1 naming each one that differs and how."""
     from blocklab.tools import audit as audits
 
     params = load_params(params_file)
-    run_keys += old_run_keys
+    run_keys = tuple(name_today(key) for key in run_keys + old_run_keys)
     runs = audits.named(params, list(run_keys)) if run_keys else []
     if sample_size is not None or not run_keys:
         runs += audits.sample(params, sample_size, audits.commit_of())

@@ -9,12 +9,13 @@ import click
 
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
+from blocklab.params.former import name_today
 from blocklab.params.schema import load_params
 from blocklab.schedule.stages import ENCODED
 
 
 @click.command(short_help="The trainer against the lesson's loop; the pipeline's costs.")
-@click.option("--ablation", default="norm_order", show_default=True, help="Whose runs to benchmark.")
+@click.option("--ablation", default="placement", show_default=True, help="Whose runs to benchmark.")
 @click.option("--steps", type=int, default=None, help="Override the steps of every run (shorter benchmark).")
 @click.option("--encoded", default=str(ENCODED), show_default=True, type=click.Path(file_okay=False),
               help="Encoded corpus (made by `dvc repro encode`), for the trainer comparison and --plan-against.")
@@ -73,6 +74,7 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
     from blocklab.tools.bench import time_left as time_left_bench
     from blocklab.tools.bench import trainer as trainer_bench
 
+    ablation = name_today(ablation)
     if through_dvc and not trainer:
         raise click.UsageError("--through-dvc compares with the lesson's loop, which the trainer comparison times: "
                                "drop --no-trainer")

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from blocklab.run.settings import ModelConfig
-from blocklab.run.cell import THREADS
+from blocklab.run.job import THREADS
 from blocklab.run.model import Block
 from blocklab.run.threads import torch_threads
 
@@ -22,13 +22,13 @@ def input_gradient_norm(cfg: ModelConfig, depth: int, shape: tuple[int, int] = (
     return torch.linalg.vector_norm(x.grad).item()
 
 
-def gradient_table(base: ModelConfig, depths: list[int], norms: list[str], seed: int = 0) -> dict:
-    """`{"<norm>/<with|without>": {"<depth>": norm}}` for every norm placement, with and without residuals."""
+def gradient_table(base: ModelConfig, depths: list[int], placements: list[str], seed: int = 0) -> dict:
+    """`{"<placement>/<with|without>": {"<depth>": norm}}` for every placement, with and without residuals."""
     table = {}
     with torch_threads(THREADS):  # one thread, as every run: the sums round the same on every machine
-        for norm in norms:
-            for residual in (True, False):
-                cfg = replace(base, norm=norm, residual=residual)
-                key = f"{norm}/{'with' if residual else 'without'}"
+        for placement in placements:
+            for residual in ("plain", "none"):
+                cfg = replace(base, placement=placement, residual=residual)
+                key = f"{placement}/{'with' if residual == 'plain' else 'without'}"
                 table[key] = {str(d): input_gradient_norm(cfg, d, seed=seed) for d in depths}
     return table

@@ -156,7 +156,7 @@ def loss_by_depth(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -
     fig, ax = plt.subplots(figsize=(8, 5))
     for residual, group in runs.groupby("residual", sort=False):
         by_depth = group.groupby("n_layers")["val_loss"]
-        name = "with residuals" if residual else "without residuals"
+        name = "without residuals" if residual == "none" else "with residuals"
         ax.scatter(group["n_layers"], group["val_loss"], s=15, alpha=0.5)
         line, = ax.plot(by_depth.mean().index, by_depth.mean(), "o-", label=f"{name} (seed mean)")
         halves = by_depth.agg(half_width).fillna(0)
@@ -305,10 +305,10 @@ def paired_difference(curves: pd.DataFrame, baselines: dict, title: str, path: P
 def gradient_depths(table: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 5))
     for key, by_depth in table.items():
-        norm, residual = key.split("/")
+        placement, residual = key.split("/")
         depths = sorted(by_depth, key=int)
         ax.plot([int(d) for d in depths], [by_depth[d] for d in depths], "o-",
-                label=f"{norm}-norm, {residual} residuals")
+                label=f"{placement}-norm, {residual} residuals")
     ax.set(title="Gradient reaching the input through a stack of blocks", xlabel="blocks in the stack (log scale)",
            ylabel="norm of d loss / d input (log scale)", xscale="log", yscale="log")
     ax.legend(fontsize=8)

@@ -41,6 +41,6 @@ def published(reference: dict, table: str, key: str, corpus: str | None) -> floa
 
 
 def published_loss(reference: dict, run_key: str, corpus: str | None) -> float | None:
-    """The lesson's train_loss_last25 for a run key such as `norm_order/post/seed0` (table A), if
+    """The lesson's train_loss_last25 for a run key such as `placement/post/seed0` (table A), if
     published on `corpus`."""
     return published(reference, "table_a", run_key, corpus)

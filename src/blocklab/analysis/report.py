@@ -168,7 +168,7 @@ def finding(runs: pd.DataFrame, baselines: dict, figures: list[str]) -> str:
         for residual, group in runs.groupby("residual", sort=False):
             by_depth = group.groupby("n_layers")["val_loss"].mean()
             listed = ", ".join(f"{d} layers {v:.3f}" for d, v in by_depth.items())
-            sentences.append(f"Validation loss {'with' if residual else 'without'} residuals: {listed}.")
+            sentences.append(f"Validation loss {'without' if residual == 'none' else 'with'} residuals: {listed}.")
     if "param_shares" in figures:
         shares = runs.groupby("label", sort=False)[["n_params", "share_feed_forward", "val_loss"]].mean()
         listed = ", ".join(f"{label} {row.n_params:,.0f} parameters ({row.share_feed_forward:.0%} feed-forward, "
@@ -183,9 +183,9 @@ def _setting(spec: RunSpec) -> str:
                 f"seeds {', '.join(map(str, spec.seeds))}")
     if m.kind == "bigram":
         return f"a bigram (logits read from a V x V embedding); {training}"
-    residual = {True: "residuals", False: "no residuals"}.get(m.residual, f"{m.residual} residuals")
+    residual = {"plain": "residuals", "none": "no residuals"}.get(m.residual, f"{m.residual} residuals")
     ffn = "no feed-forward" if m.ffn == "none" else f"feed-forward {m.ffn} ({m.hidden_width} wide, {m.activation})"
-    norms = "no norms" if m.norm_type == "none" else f"{m.norm}-norm ({m.norm_type})"
+    norms = "no norms" if m.norm_type == "none" else f"{m.placement}-norm ({m.norm_type})"
     return (f"d_model {m.d_model}, {m.n_heads} heads, context {m.context}, {norms}, {m.n_layers} layers, {ffn}, "
             f"{residual}; {training}")
 

@@ -18,15 +18,17 @@ def not_known(what: str, name: str, known) -> str:
     return f"unknown {what} '{name}' (known: {', '.join(known)}){hint}"
 
 
-def describe(error: dict, allowed_keys: Callable[[tuple], list[str]]) -> str:
+def describe(error: dict, allowed_keys: Callable[[tuple], list[str]], renamed: dict[str, str] | None = None) -> str:
     """One of pydantic's errors as a line a person acts on; `allowed_keys` says which keys may stand where an
-    unknown one was written."""
+    unknown one was written, `renamed` which former key is now called what."""
     loc = tuple(str(p) for p in error["loc"])
     key = ".".join(loc)
     if error["type"] == "extra_forbidden":
         allowed = allowed_keys(loc)
         close = difflib.get_close_matches(loc[-1], allowed, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
+        if (renamed or {}).get(loc[-1]) in allowed:  # written beside its new name, so not read as it
+            hint = f"; it is the former spelling of '{renamed[loc[-1]]}', which is set here too: keep one"
         return f"unknown key '{key}' (allowed here: {', '.join(allowed)}){hint}"
     if error["type"] == "missing":
         return f"'{key}' is required"
@@ -38,7 +40,7 @@ def describe(error: dict, allowed_keys: Callable[[tuple], list[str]]) -> str:
 
 
 def one_error_per_union(errors: list[dict]) -> list[dict]:
-    """Pydantic reports a value that fits no member of a union (`residual: true | false | rezero | deepnorm`)
+    """Pydantic reports a value that fits no member of a union (`final_norm: true | false | null`)
     once per member, each under a tag; a person needs one line naming everything allowed."""
     merged, by_key = [], {}
     for error in errors:

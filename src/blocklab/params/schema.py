@@ -30,11 +30,13 @@ from pydantic import (
 
 from blocklab.params.cells import cell_name
 from blocklab.params.figures import FigureKind, MapFigureKind
+from blocklab.params.former import RENAMED_KEYS, former_plan_names, today
 from blocklab.params.problems import ParamsError, describe, not_known, one_error_per_union
 from blocklab.run.settings import ModelConfig, TrainConfig
 
 PARAMS_FILE = "params.yaml"
-# Ablation and map names become DVC stage names (`train@<ablation>`, `map@<map>`); theirs and variants' name folders.
+# Ablation and map names become DVC stage names (`train@<ablation>`, `map@<map>`); they and variant names also name
+# folders.
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -182,17 +184,17 @@ class GradientParams(_Strict):
     depths: list[PositiveInt] = Field([1, 4, 12, 24], min_length=1)
     # Only pre-norm stacks: the probe's loss, mean(stack(x)^2), is blind to a post-norm stack, whose final
     # unit-gain LayerNorm outputs mean square 1 whatever its input (its gradient measures only eps).
-    norms: list[str] = Field(["pre"], min_length=1)
+    placements: list[str] = Field(["pre"], min_length=1)
     seed: NonNegativeInt = 0
 
-    @field_validator("norms")
+    @field_validator("placements")
     @classmethod
-    def _pre_norm_only(cls, norms: list[str]) -> list[str]:
-        if any(norm != "pre" for norm in norms):
+    def _pre_norm_only(cls, placements: list[str]) -> list[str]:
+        if any(placement != "pre" for placement in placements):
             raise ValueError("the gradient probe measures pre-norm stacks only: its loss, mean(stack(x)^2), cannot "
                              "see through a post-norm stack's final LayerNorm (mean square 1 whatever the input); "
-                             "use norms: [pre]")
-        return norms
+                             "use placements: [pre]")
+        return placements
 
 
 @dataclass(frozen=True)
@@ -258,17 +260,22 @@ class Params(_Strict):
         if variant not in plan.variants:
             raise ParamsError(not_known(f"variant of map '{name}'", variant, plan.variants))
         var, axes = plan.variants[variant], plan.axes.grid()
-        where = f"maps.{name}.variants.{variant}"
-        model = _resolve(self.defaults.model, plan.model, var.model, where)
-        train = _resolve(self.defaults.train, plan.train, var.train, where)
+        # A map's runs are its cells: each is checked as a whole, its axes' values over the variant's and the
+        # map's settings (a map-wide warmup an axis replaces is no problem of any run).
+        overrides = {section: {**getattr(plan, section).model_dump(exclude_none=True),
+                               **getattr(var, section).model_dump(exclude_none=True)} for section in ("model", "train")}
         cells = []
         for values in itertools.product(*(values for _, _, values in axes)):
-            settings = {"model": {}, "train": {}}
+            settings = {section: dict(overrides[section]) for section in ("model", "train")}
             for (section, field, _), value in zip(axes, values):
                 settings[section][field] = value
-            where_cell = f"maps.{name}.axes ({', '.join(f'{s}.{f}={v!r}' for (s, f, _), v in zip(axes, values))})"
-            cell_model = _replace_checked(model, settings["model"], where_cell)
-            cell_train = _replace_checked(train, settings["train"], where_cell)
+            set_by_axes = ", ".join(f"{s}.{f}={v!r}" for (s, f, _), v in zip(axes, values))
+            named = cell_name([(field, value) for (_, field, _), value in zip(axes, values)])
+            where_cell = f"maps.{name}, variant '{variant}', cell {named} ({set_by_axes})"
+            fix = (f" (no run could train it: drop that value from maps.{name}.axes, or change the map's or the "
+                   f"variant's settings so that every cell trains)")
+            cell_model = _replace_checked(self.defaults.model, settings["model"], where_cell, fix)
+            cell_train = _replace_checked(self.defaults.train, settings["train"], where_cell, fix)
             resolved = {"model": cell_model, "train": cell_train}
             cell = cell_name([(field, getattr(resolved[section], field)) for section, field, _ in axes])
             cells.append(RunSpec(name, variant, plan.labels.get(variant, variant), cell_model, cell_train,
@@ -309,12 +316,12 @@ def _resolve(default, ablation: BaseModel, variant: BaseModel, where: str):
     return _replace_checked(default, overrides, where)
 
 
-def _replace_checked(settings, overrides: dict, where: str):
+def _replace_checked(settings, overrides: dict, where: str, fix: str = ""):
     try:
         return replace(settings, **overrides)
     except ValidationError as err:
-        problems = [describe(e, _allowed_keys) for e in one_error_per_union(err.errors())]
-        raise ParamsError(f"{where}: " + "; ".join(problems)) from None
+        problems = [describe(e, _allowed_keys, RENAMED_KEYS) for e in one_error_per_union(err.errors())]
+        raise ParamsError(f"{where}: " + "; ".join(problems) + fix) from None
 
 
 def _allowed_keys(loc: tuple) -> list[str]:
@@ -343,10 +350,14 @@ def _allowed_keys(loc: tuple) -> list[str]:
 
 
 def parse_params(raw: Any, name: str = PARAMS_FILE) -> Params:
+    """params.yaml as YAML reads it, validated; a former spelling (blocklab.params.former) read as today's."""
+    renamed = former_plan_names(raw)
+    if renamed:
+        raise ParamsError(f"{name}: " + "; ".join(renamed))
     try:
-        return Params.model_validate(raw)
+        return Params.model_validate(today(raw))
     except ValidationError as err:
-        problems = [describe(e, _allowed_keys) for e in one_error_per_union(err.errors())]
+        problems = [describe(e, _allowed_keys, RENAMED_KEYS) for e in one_error_per_union(err.errors())]
         raise ParamsError(
             f"{name} has {len(problems)} problem{'s' * (len(problems) > 1)}:\n  - " + "\n  - ".join(problems)
         ) from None

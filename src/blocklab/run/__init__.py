@@ -5,4 +5,4 @@ Every file of this package is part of each run's key (blocklab.schedule.run_stor
 encoded corpus, the only dependency of every train stage (dvc.yaml): change any of them and every run trains
 again. Nothing else belongs here: params.yaml's schema and wording (blocklab.params), the readers of a run's files
 (blocklab.records) and the general helpers lie outside, and nothing here knows where or when a run trains;
-`cell.run_cell` is one run, start to finish."""
+`job.run_job` is one run, start to finish."""

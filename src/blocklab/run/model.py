@@ -143,7 +143,7 @@ class Residual(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.scheme = {True: "plain", False: "none"}.get(cfg.residual, cfg.residual)
+        self.scheme = cfg.residual
         if self.scheme == "rezero":
             self.alpha = nn.Parameter(torch.zeros(()))
         elif self.scheme == "deepnorm":
@@ -168,7 +168,7 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int = 1):
         super().__init__()
         has_ffn = cfg.ffn != "none"
-        self.placement = "post" if layer <= cfg.post_norm_blocks else "pre" if cfg.norm == "mix" else cfg.norm
+        self.placement = "post" if layer <= cfg.post_norm_blocks else "pre" if cfg.placement == "mix" else cfg.placement
         self.ln1 = make_norm(cfg.norm_type, cfg.d_model, cfg)
         self.ln2 = make_norm(cfg.norm_type, cfg.d_model, cfg) if has_ffn else None
         if self.placement == "peri":  # the output norms (the norms above are the input ones)
@@ -202,7 +202,7 @@ class TinyLM(nn.Module):
         self.cfg = cfg
         self.tok_emb = nn.Embedding(vocab_size, cfg.d_model)
         self.pos_emb = None if cfg.rope else nn.Embedding(cfg.context, cfg.d_model)  # rope: positions in attention
-        self.emb_norm = make_norm(cfg.norm_type, cfg.d_model, cfg) if cfg.norm == "peri" else None  # Peri-LN's
+        self.emb_norm = make_norm(cfg.norm_type, cfg.d_model, cfg) if cfg.placement == "peri" else None  # Peri-LN's
         self.blocks = nn.Sequential(*(Block(cfg, layer) for layer in range(1, cfg.n_layers + 1)))
         # Post-norm blocks already end in a norm, so by default every placement but post gets a final one.
         self.ln_f = make_norm(cfg.norm_type, cfg.d_model, cfg) if cfg.has_final_norm else nn.Identity()

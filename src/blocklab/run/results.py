@@ -8,7 +8,7 @@
     <runs>/<ablation>/<variant>/seed<k>/metrics.json  final metrics (deterministic)
     <runs>/<ablation>/<variant>/seed<k>/timing.json   wall seconds, tokens/s, start and end of its training,
                                                       the step it resumed from, its wall time in the runner
-                                                      (`cell_seconds`, set-up included; not deterministic)
+                                                      (`wall_seconds`, set-up included; not deterministic)
     <runs>/<ablation>/<variant>/seed<k>/weights.sha256 the final weights' digest (`weights_digest`)
     <runs>/<ablation>/<variant>/seed<k>/sample.txt    what the final model writes (blocklab.run.sample; no file if
                                                       its weights are not finite)
@@ -57,7 +57,7 @@ class RunResult:
     weights: dict | None = None  # the final state dict, on the CPU
     started_at: float = 0.0  # wall-clock time (time.time()) when its training started and ended
     ended_at: float = 0.0
-    cell_seconds: float = 0.0  # its wall time in `blocklab.schedule.pool`, set up and results included (set there)
+    wall_seconds: float = 0.0  # its wall time in `blocklab.schedule.pool`, set up and results included (set there)
     layers: list[dict] = field(default_factory=list)  # LAYER_COLUMNS: per evaluation step and block
     sample: str | None = None  # what the final model writes (blocklab.run.sample; None: weights not finite)
 
@@ -102,7 +102,7 @@ def write_run(directory: Path, result: RunResult, tokens_per_step: int, model: "
         directory / "timing.json",
         {"seconds": result.seconds, "tokens_per_second": steps * tokens_per_step / result.seconds,
          "resumed_from_step": result.resumed_from, "started_at": result.started_at, "ended_at": result.ended_at,
-         "cell_seconds": result.cell_seconds},
+         "wall_seconds": result.wall_seconds},
     )
     if result.weights is not None:
         (directory / DIGEST_FILE).write_text(weights_digest(result.weights) + "\n")

@@ -4,7 +4,7 @@ TinyLM and loop) and its check. `params.yaml` (blocklab.params.schema) resolves 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal, Optional
 
 from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 from pydantic.dataclasses import dataclass as settings
@@ -31,11 +31,12 @@ class ModelConfig:
     ffn_hidden: Optional[PositiveInt] = None  # the hidden width itself, overriding ffn_mult
     ffn_proj: bool = True  # the MLP's output projection; without it the hidden width must be d_model
     activation: Literal["gelu", "relu", "silu"] = "gelu"
-    # Where the norms sit (blocklab.run.model.Block): pre x + f(N(x)); post N(x + f(x)); peri (Kim et al. 2025,
-    # Gemma's "sandwich") x + N_out(f(N_in(x))), the embeddings normed too; reordered (OLMo 2) x + N(f(x)); mix
-    # (Li et al. 2025) post in the first floor(mix_fraction * n_layers) blocks, pre after
-    norm: Literal["pre", "post", "peri", "reordered", "mix"] = "pre"
-    mix_fraction: Optional[Annotated[float, Field(ge=0, le=1)]] = None  # norm: mix only; default 0.25
+    # The norm's placement, where a block's norms sit (blocklab.run.model.Block): pre x + f(N(x)); post
+    # N(x + f(x)); peri (Kim et al. 2025, Gemma's "sandwich") x + N_out(f(N_in(x))), the embeddings normed too;
+    # reordered (OLMo 2) x + N(f(x)); mix (Li et al. 2025) post in the first floor(mix_fraction * n_layers)
+    # blocks, pre after
+    placement: Literal["pre", "post", "peri", "reordered", "mix"] = "pre"
+    mix_fraction: Optional[Annotated[float, Field(ge=0, le=1)]] = None  # placement: mix only; default 0.25
     # LayerNorm scaling (Sun et al. 2025, "The Curse of Depth"): pre-norm's x + f(N(x) / sqrt(l)) in block l
     norm_scaling: bool = False
     # dyt: Zhu et al. 2025's gamma * tanh(alpha * x) + beta in place of each norm, alpha a learned scalar from
@@ -45,7 +46,9 @@ class ModelConfig:
     final_norm: Optional[bool] = None  # a norm before the head; default: every placement but post has one
     rope: bool = False  # rotary positions (Su et al. 2021) on each head's q and k, in place of the learned table
     bias: bool = True  # false: no bias anywhere (linear layers, qkv_bias's included, norms, head), as Llama's
-    residual: Union[bool, Literal["rezero", "deepnorm"]] = True  # true: x + f(x); false: none
+    # The residual connection around each sub-layer f: plain x + f(x); none f(x); rezero x + a * f(x), a a learned
+    # scalar from 0 (Bachlechner et al. 2020); deepnorm LN(alpha * x + f(x)) (Wang et al. 2022)
+    residual: Literal["plain", "none", "rezero", "deepnorm"] = "plain"
     qk_norm: Literal["none", "layernorm", "rmsnorm"] = "none"  # a norm over each head's queries and keys
     # mup: Yang et al. 2022's parametrisation for Adam, relative to a model of width base_width (where it is
     # the standard one): hidden matrices' learning rate and the output logits / (d_model / base_width),
@@ -65,16 +68,16 @@ class ModelConfig:
                 f"an MLP without its output projection (ffn_proj: false) must keep the width: hidden width "
                 f"{self.hidden_width} != d_model {self.d_model} (set ffn_mult: 1)"
             )
-        if self.residual == "deepnorm" and self.norm != "post":
-            raise ValueError("residual: deepnorm is a post-norm scheme (LN(alpha * x + f(x))): set norm: post")
-        if self.mix_fraction is not None and self.norm != "mix":
-            raise ValueError(f"mix_fraction sets how many blocks of norm: mix are post-norm: with norm: {self.norm} "
-                             f"it means nothing (set norm: mix, or remove mix_fraction)")
-        if self.norm_scaling and self.norm != "pre":
-            raise ValueError(f"norm_scaling scales pre-norm's normalised input (x + f(N(x) / sqrt(l))): with norm: "
-                             f"{self.norm} there is none (set norm: pre)")
-        if self.norm_type == "none" and (self.norm in ("peri", "reordered", "mix") or self.norm_scaling):
-            what = "norm_scaling: true" if self.norm_scaling else f"norm: {self.norm}"
+        if self.residual == "deepnorm" and self.placement != "post":
+            raise ValueError("residual: deepnorm is a post-norm scheme (LN(alpha * x + f(x))): set placement: post")
+        if self.mix_fraction is not None and self.placement != "mix":
+            raise ValueError(f"mix_fraction sets how many blocks of placement: mix are post-norm: with placement: "
+                             f"{self.placement} it means nothing (set placement: mix, or remove mix_fraction)")
+        if self.norm_scaling and self.placement != "pre":
+            raise ValueError(f"norm_scaling scales pre-norm's normalised input (x + f(N(x) / sqrt(l))): with "
+                             f"placement: {self.placement} there is none (set placement: pre)")
+        if self.norm_type == "none" and (self.placement in ("peri", "reordered", "mix") or self.norm_scaling):
+            what = "norm_scaling: true" if self.norm_scaling else f"placement: {self.placement}"
             raise ValueError(f"{what} places norms, and norm_type: none has none to place (choose a norm_type)")
         if self.dyt_alpha is not None and self.norm_type != "dyt":
             raise ValueError(f"dyt_alpha is DyT's initial alpha: with norm_type: {self.norm_type} there is no DyT "
@@ -112,15 +115,15 @@ class ModelConfig:
 
     @property
     def has_final_norm(self) -> bool:
-        return self.norm != "post" if self.final_norm is None else self.final_norm
+        return self.placement != "post" if self.final_norm is None else self.final_norm
 
     @property
     def post_norm_blocks(self) -> int:
         """How many blocks, the first ones, place their norms after the residual: all under post-norm, the
         first floor(mix_fraction * n_layers) under mix, none otherwise."""
-        if self.norm == "mix":
+        if self.placement == "mix":
             return int((0.25 if self.mix_fraction is None else self.mix_fraction) * self.n_layers)
-        return self.n_layers if self.norm == "post" else 0
+        return self.n_layers if self.placement == "post" else 0
 
     @property
     def dyt_alpha0(self) -> float:
@@ -147,3 +150,10 @@ class TrainConfig:
     # false: AdamW's decay, coupled to the learning rate (theta -= lr * weight_decay * theta); true: independent
     # of it (theta -= weight_decay * theta, times the warmup's ramp), as Wortsman et al. 2023 train
     independent_weight_decay: bool = False
+
+    @model_validator(mode="after")
+    def _warmup_within_the_run(self) -> "TrainConfig":
+        if self.warmup > self.steps:  # the learning rate would never reach the rate asked for
+            raise ValueError(f"a warmup of {self.warmup} steps is longer than the run's {self.steps} steps: the "
+                             f"learning rate would never reach lr (shorten warmup, or raise steps)")
+        return self

@@ -148,7 +148,7 @@ def train_run(
     resumed curve is the uninterrupted one. The file is removed when the run completes.
 
     `on_step(step)` is called after each completed step. The thread count is the caller's (it decides
-    how the results round): `blocklab.run.cell` trains every CPU run with one. (Longer than this package's
+    how the results round): `blocklab.run.job` trains every CPU run with one. (Longer than this package's
     other functions on purpose: the lesson's set-up and loop read best whole, against its text.)"""
     device = resolve_device(train_cfg.device)
     T, B = model_cfg.context, train_cfg.batch_size

@@ -1,8 +1,8 @@
-"""Runs on a Dask cluster (`dask.distributed`): the same cell runner, called by other machines' workers.
+"""Runs on a Dask cluster (`dask.distributed`): the same job runner, called by other machines' workers.
 
 With `$BLOCKLAB_DASK_SCHEDULER` (or `--scheduler`) set to a scheduler's address, the train and map stages
 and `blocklab prefetch` submit their runs to that cluster instead of training them on the local workers:
-each run is one task calling `blocklab.schedule.pool.run_cell` with the run's resolved settings and the corpus. A
+each run is one task calling `blocklab.schedule.pool.run_job` with the run's resolved settings and the corpus. A
 worker needs blocklab installed and the same torch build to give bitwise the local results (every CPU run
 trains at one thread; start workers with `--nthreads 1`, one run at a time per worker process, and as many
 processes as cores).
@@ -38,7 +38,7 @@ from blocklab.errors import BlocklabError
 from blocklab.run.data import Corpus
 
 if TYPE_CHECKING:  # torch (2-3 s to import) only where a run trains: a stage that copies its runs needs none
-    from blocklab.run.cell import Job
+    from blocklab.run.job import Job
     from blocklab.run.results import RunResult
 
 SCHEDULER_ENV = "BLOCKLAB_DASK_SCHEDULER"
@@ -67,12 +67,12 @@ def _unpacked(chars: list[str], train: np.ndarray, val: np.ndarray) -> Corpus:
                   val=torch.from_numpy(val.astype(np.int64)))
 
 
-def _cell_on_a_worker(job: Job, corpus: Corpus) -> tuple[RunResult, float]:
-    """What each task runs: the cell runner, and when the worker took the task (for the overhead)."""
-    from blocklab.run.cell import run_cell
+def _run_on_a_worker(job: Job, corpus: Corpus) -> tuple[RunResult, float]:
+    """What each task runs: the job runner, and when the worker took the task (for the overhead)."""
+    from blocklab.run.job import run_job
 
     taken = time.time()
-    return run_cell(job, corpus), taken
+    return run_job(job, corpus), taken
 
 
 def connect(address: str):
@@ -108,7 +108,7 @@ def train_on_cluster(jobs: Sequence[Job], corpus: Corpus, address: str, echo=pri
                      on_result: Callable[[Job, RunResult], None] | None = None) -> dict[str, RunResult]:
     """Every job on the cluster at `address`, keyed by its run key, in the jobs' order; the first jobs are
     given the highest priority (pass the longest first). `on_result(job, result)` is called here as each
-    result comes back. Each result's `cell_seconds` is from the moment a worker took it to the moment its
+    result comes back. Each result's `wall_seconds` is from the moment a worker took it to the moment its
     result was back here."""
     jobs = list(jobs)
     if not jobs:
@@ -131,7 +131,7 @@ def train_on_cluster(jobs: Sequence[Job], corpus: Corpus, address: str, echo=pri
         def submit(index: int):
             job = jobs[index]
             # pure=False: a run is one task whatever Dask's hashing makes of its arguments; key: its run key
-            return client.submit(_cell_on_a_worker, job, corpus_task, pure=False, retries=RETRIES,
+            return client.submit(_run_on_a_worker, job, corpus_task, pure=False, retries=RETRIES,
                                  priority=len(jobs) - index,
                                  key=f"blocklab-{job.key}-{os.getpid()}-{attempts[job.key]}")
 
@@ -154,7 +154,7 @@ def train_on_cluster(jobs: Sequence[Job], corpus: Corpus, address: str, echo=pri
                 futures[again] = index
                 running.add(again)
                 continue
-            result.cell_seconds = time.time() - taken
+            result.wall_seconds = time.time() - taken
             results[job.key] = result
             if on_result is not None:
                 on_result(job, result)

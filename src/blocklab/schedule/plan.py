@@ -25,7 +25,7 @@ from blocklab.run.results import write_record, write_run
 from blocklab.schedule.run_store import DamagedEntry, RunKeys, RunStore
 
 if TYPE_CHECKING:  # the trainer (torch: 2-3 s to import) is imported only when a run trains, so that a stage
-    from blocklab.run.cell import Job  # whose runs are all in the store (after `blocklab prefetch`) copies them
+    from blocklab.run.job import Job  # whose runs are all in the store (after `blocklab prefetch`) copies them
     from blocklab.run.results import RunResult  # in a fraction of a second
 
 # The corpus, or what loads it: loaded only when a run must train.
@@ -55,11 +55,11 @@ class PlannedRun:
 
     @property
     def key(self) -> str:
-        """Its run key, e.g. `norm_order/post/seed0`."""
+        """Its run key, e.g. `placement/post/seed0`."""
         return self.spec.key(self.seed)
 
     def job(self) -> Job:
-        from blocklab.run.cell import Job
+        from blocklab.run.job import Job
 
         return Job(self.key, self.spec.model.canonical(), self.spec.train, self.seed, self.checkpoint, self.family)
 
@@ -84,9 +84,9 @@ def planned_runs(specs: Sequence[RunSpec], keys: RunKeys, checkpoint_dir: Callab
 
 
 def jobs_of(spec: RunSpec) -> list:
-    """A variant's (or a map cell's) seeds as the cell runner's jobs, unkeyed and without checkpoints (a
+    """A variant's (or a map cell's) seeds as the job runner's jobs, unkeyed and without checkpoints (a
     benchmark's runs)."""
-    from blocklab.run.cell import Job
+    from blocklab.run.job import Job
 
     return [Job(spec.key(seed), spec.model.canonical(), spec.train, seed) for seed in spec.seeds]
 

@@ -1,11 +1,11 @@
 """Running many runs side by side: how a variant's seeds share the machine.
 
-`blocklab.run.cell.run_cell` is one run, start to finish, at one thread; this module decides where each of
+`blocklab.run.job.run_job` is one run, start to finish, at one thread; this module decides where each of
 several runs trains, and is the one place that forks, waits and gives up:
 
-- `train_runs` runs many cells at once. A variant's seeds train at the same time, one
+- `train_runs` runs many runs at once. A variant's seeds train at the same time, one
   forked worker process each; a map's many cells in a pool of long-lived workers, one per core, each
-  taking the next cell as it finishes one (torch set up once per worker). A forked child that never
+  taking the next run as it finishes one (torch set up once per worker). A forked child that never
   uses a second thread does not touch the OpenMP thread pool its parent may have started (GNU OpenMP
   is not fork-safe: a child forked from a process whose pool is alive and that then uses several
   threads waits on a futex forever), so forking is safe whatever the parent did first.
@@ -32,7 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 import torch
 
 from blocklab.errors import BlocklabError
-from blocklab.run.cell import THREADS, Job, run_cell
+from blocklab.run.job import THREADS, Job, run_job
 from blocklab.run.data import Corpus
 from blocklab.run.results import RunResult
 from blocklab.run.training import resolve_device
@@ -58,8 +58,8 @@ def train_runs(jobs: Sequence[Job], corpus: Corpus, workers: int | None = None, 
     """Train every job, keyed by its run key. On the CPU, in forked one-thread worker processes: one per job
     by default (a variant's few seeds: three seeds time-sliced on two cores end sooner than two at a time
     and the third alone, see docs/performance.md), or a pool of `workers` long-lived ones that take the next
-    job as each finishes (a map's many cells: torch set up once per worker, not once per cell). On a GPU, one
-    after the other. Each result's `cell_seconds` is its wall time in the runner, from the moment its worker
+    job as each finishes (a map's many runs: torch set up once per worker, not once per run). On a GPU, one
+    after the other. Each result's `wall_seconds` is its wall time in the runner, from the moment its worker
     took it to the moment its result was back: the per-run overhead is that minus its training time.
     `on_result(job, result)` is called in this process as each result comes back (pass the jobs longest first:
     a pool's workers take them in order)."""
@@ -70,8 +70,8 @@ def train_runs(jobs: Sequence[Job], corpus: Corpus, workers: int | None = None, 
         results = {}
         for job in jobs:
             taken = time.time()
-            result = results[job.key] = run_cell(job, corpus, progress)
-            result.cell_seconds = time.time() - taken
+            result = results[job.key] = run_job(job, corpus, progress)
+            result.wall_seconds = time.time() - taken
             if on_result is not None:
                 on_result(job, result)
         return results
@@ -100,7 +100,7 @@ def _in_workers(jobs: list[Job], corpus: Corpus, workers: int, progress: bool,
                 for future in done:
                     index = futures[future]
                     result = _with_tensors(future.result())
-                    result.cell_seconds = time.time() - taken[index]
+                    result.wall_seconds = time.time() - taken[index]
                     results[jobs[index].key] = result
                     if on_result is not None:
                         on_result(jobs[index], result)
@@ -148,7 +148,7 @@ def _train_job(index: int, job: Job) -> RunResult:
         if stop.value:
             raise Stopped(f"{job.key} at step {step}")
 
-    return _as_bytes(run_cell(job, _worker["corpus"], _worker["progress"], position=_worker["position"],
+    return _as_bytes(run_job(job, _worker["corpus"], _worker["progress"], position=_worker["position"],
                               on_step=on_step))
 
 

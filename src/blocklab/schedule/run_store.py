@@ -1,7 +1,7 @@
 """Runs kept by what determines their results, so that no run is trained twice.
 
 Variants of different ablations often train the same runs: post-norm without warmup is both
-`norm_order/post` and `warmup/w0`, the default 6-layer model is `activation/gelu`, `norm_type/layernorm`
+`placement/post` and `warmup/w0`, the default 6-layer model is `activation/gelu`, `norm_type/layernorm`
 and `ffn_type/mlp`. Every CPU run trains at one thread from its seed, so equal settings give equal
 results, bit for bit. Whoever trains a run first (a train stage, or `blocklab prefetch` for the whole
 plan at once) leaves it in the store (`data/run_store/<key>/`); a stage whose run has that key copies it

@@ -38,6 +38,6 @@ class TrainStage:
 
 
 def train_stage(name: str) -> TrainStage | None:
-    """`train@norm_order` -> norm_order; None for a stage that trains nothing."""
+    """`train@placement` -> placement; None for a stage that trains nothing."""
     group, _, ablation = name.partition("@")
     return TrainStage(name, ablation) if group in GROUPS.values() and ablation else None

@@ -114,7 +114,7 @@ def compare(run: AuditedRun, written: Path, record: Path, settings: dict) -> Ver
 def audit(runs: list[AuditedRun], encoded: Path, workers: int | None = None, progress: bool = True,
           records: Path = RECORDS_DIR) -> list[Verdict]:
     """Retrain `runs` from nothing (no run store, no checkpoint) and compare each with its committed record."""
-    from blocklab.run.cell import Job
+    from blocklab.run.job import Job
     from blocklab.run.data import load_corpus
     from blocklab.run.numerics import vendor_family
     from blocklab.run.results import write_run

@@ -1,7 +1,7 @@
 """`blocklab demo` (`make demo`): from a fresh clone to a checked finding in about two minutes.
 
 It trains the lesson's own experiments - table A, the 6-layer TinyLM at lr 1e-2 with post-norm, pre-norm and
-warmed-up post-norm (`norm_order`), and with and without residual connections (`residual`), every seed the
+warmed-up post-norm (`placement`), and with and without residual connections (`residual`), every seed the
 default plan has - through the real pipeline (`blocklab prefetch`, then `dvc repro` of those stages), so its
 runs are the default plan's own: a later `make repro` copies them instead of training them again. Then it
 checks the findings those runs decide, draws their figure, and shows what a collapsed and a healthy model write.
@@ -22,10 +22,10 @@ import click
 from blocklab.errors import BlocklabError
 from blocklab.schedule.stages import RUNS_DIR as RUNS, stage_name
 
-ABLATIONS = ("norm_order", "residual")
+ABLATIONS = ("placement", "residual")
 STAGES = tuple(stage_name(name) for name in ABLATIONS)
 OUT = Path("data/demo")
-SAMPLED = {"norm_order/post": "post-norm at lr 1e-2, collapsed", "norm_order/pre": "pre-norm at lr 1e-2, healthy"}
+SAMPLED = {"placement/post": "post-norm at lr 1e-2, collapsed", "placement/pre": "pre-norm at lr 1e-2, healthy"}
 SAMPLE_CHARACTERS = 160
 
 
@@ -70,7 +70,7 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     from blocklab.analysis import plots
 
     OUT.mkdir(parents=True, exist_ok=True)
-    figures = plots.ablation_outputs(params_file, "norm_order", RUNS, metrics, OUT, load_reference("reference.yaml"))
+    figures = plots.ablation_outputs(params_file, "placement", RUNS, metrics, OUT, load_reference("reference.yaml"))
     figure = OUT / figures["loss"]
     (OUT / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     (OUT / "claims.json").write_text(json.dumps(decided, indent=1) + "\n")
@@ -95,7 +95,7 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     echo(f"Done in {seconds:.0f} s ({trained:.0f} s of it in the pipeline: the corpus, training, DVC). Next:\n"
          f"  make repro        the whole plan, every finding (these runs are reused: they are in the run store)\n"
          f"  blocklab check    every finding's verdict on what has run here\n"
-         f"  dvc exp run -S ablations.norm_order.train.lr=0.003    change a knob: README.md, "
+         f"  dvc exp run -S ablations.placement.train.lr=0.003    change a knob: README.md, "
          f"\"An experiment, step by step\"")
     return {"verdicts": decided, "figure": str(figure), "samples": samples, "seconds": seconds,
             "training_seconds": trained}

@@ -173,11 +173,11 @@ def write(root: Path) -> list[str]:
 
 
 WALKTHROUGH = "docs/walkthrough"
-EXPERIMENT = ("ablations.norm_order.train.lr=0.003", "readme-walkthrough")  # the README's knob, and a name for it
+EXPERIMENT = ("ablations.placement.train.lr=0.003", "readme-walkthrough")  # the README's knob, and a name for it
 # What the README's walk-through shows after its experiment, each captured to docs/walkthrough/<file>.
 WALKTHROUGH_COMMANDS = {
     "exp_show.txt": ["dvc", "exp", "show", "--drop", ".*", "--keep",
-                     r"Experiment|findings_hold|norm_order/p(ost|re)\.val_loss_mean|ablations\.norm_order\.train\.lr",
+                     r"Experiment|findings_hold|placement/p(ost|re)\.val_loss_mean|ablations\.placement\.train\.lr",
                      "--no-pager"],
     "metrics_diff.txt": ["dvc", "metrics", "diff"],
     "blocklab_diff.txt": ["blocklab", "diff"],

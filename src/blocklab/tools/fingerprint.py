@@ -20,7 +20,7 @@ STEPS = 30
 
 # name -> (model, training): short runs that between them use every kernel of the plan's runs
 RUNS = {
-    "post-norm, GELU, LayerNorm (table A)": (ModelConfig(norm="post"), TrainConfig(steps=STEPS, lr=1e-2, device="cpu")),
+    "post-norm, GELU, LayerNorm (table A)": (ModelConfig(placement="post"), TrainConfig(steps=STEPS, lr=1e-2, device="cpu")),
     "pre-norm, RMSNorm, SwiGLU, qk-RMSNorm, z-loss": (
         ModelConfig(norm_type="rmsnorm", ffn="swiglu", activation="silu", qk_norm="rmsnorm", n_layers=2),
         TrainConfig(steps=STEPS, lr=3e-3, warmup=10, z_loss=1e-4, device="cpu")),
@@ -28,10 +28,10 @@ RUNS = {
                               TrainConfig(steps=STEPS, lr=1e-2, device="cpu")),
     "muP at width 128, qk-layernorm, DeepNorm": (
         ModelConfig(d_model=128, n_layers=2, parametrization="mup", base_width=64, qk_norm="layernorm",
-                    norm="post", residual="deepnorm"),
+                    placement="post", residual="deepnorm"),
         TrainConfig(steps=STEPS, lr=1e-2, warmup=5, device="cpu")),
     "Peri-LN with DyT, rotary positions, no biases": (
-        ModelConfig(norm="peri", norm_type="dyt", rope=True, bias=False, n_layers=2),
+        ModelConfig(placement="peri", norm_type="dyt", rope=True, bias=False, n_layers=2),
         TrainConfig(steps=STEPS, lr=3e-3, device="cpu")),
 }
 
@@ -49,7 +49,7 @@ def corpus():
 def digests(echo=None) -> dict[str, dict]:
     """Train every fingerprint run here (one thread, on the pinned path) and return each one's weights digest
     and last training loss."""
-    from blocklab.run.cell import THREADS
+    from blocklab.run.job import THREADS
     from blocklab.run.numerics import check_pinned
     from blocklab.run.results import weights_digest
     from blocklab.run.threads import torch_threads

@@ -5,17 +5,17 @@ A claim is a *finding* (it depends on training results) or a *check* (determinis
 a parameter count, or an untrained probe). Its quantities are small arithmetic expressions over the
 pipeline's reports and the runs' curves:
 
-    loss("norm_order/post/seed0")             train_loss_last25 of one run
+    loss("placement/post/seed0")             train_loss_last25 of one run
     metric("depth/l1/seed0", "n_params")      any field of one run
-    mean("norm_order/pre", "val_loss")        the seed mean of a variant (field defaults to train_loss_last25),
+    mean("placement/pre", "val_loss")        the seed mean of a variant (field defaults to train_loss_last25),
                                               with its 95% Student-t interval
-    std("norm_order/pre", "val_loss")         the seed standard deviation of a variant (n - 1 in the denominator)
-    seeds("norm_order/post")                  every seed's value, as a list (a claim must hold for each)
+    std("placement/pre", "val_loss")         the seed standard deviation of a variant (n - 1 in the denominator)
+    seeds("placement/post")                  every seed's value, as a list (a claim must hold for each)
     window("exercise2/post", 1, 500)          per seed, the mean of a curve column (default the training loss)
                                               over steps 1 to 500, as a seed mean with its interval
     at("exercise2/post", 500, "val_loss")     per seed, a curve column at one step, likewise
     baseline("unigram")                       reports/metrics.json baselines
-    published("table_a", "norm_order/post/seed0")
+    published("table_a", "placement/post/seed0")
                                               a published figure (reference.yaml); on another corpus than the
                                               one it was published on, the claim is "not comparable"
     grad("pre/with", 12)                      reports/gradients.json

@@ -37,7 +37,7 @@ def _train_here(ablation: str, variant: str, seed: int, steps: int | None, encod
     import dataclasses
     from pathlib import Path
 
-    from blocklab.run.cell import THREADS
+    from blocklab.run.job import THREADS
     from blocklab.params.schema import load_params
     from blocklab.run.data import load_corpus
     from blocklab.run.numerics import numeric_path

@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from blocklab.errors import BlocklabError
-from blocklab.run.cell import THREADS
+from blocklab.run.job import THREADS
 from blocklab.params.schema import RunSpec, load_params
 from blocklab.run.data import Corpus
 from blocklab.run.model import planned_flops_per_token
@@ -50,7 +50,7 @@ class _RefBlock(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.attn = _RefAttention(d, cfg.n_heads)
         self.ffn = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-        self.pre = cfg.norm == "pre"
+        self.pre = cfg.placement == "pre"
 
     def forward(self, x):
         if self.pre:
@@ -66,7 +66,7 @@ class _RefTinyLM(nn.Module):
         self.tok = nn.Embedding(vocab, cfg.d_model)
         self.pos = nn.Embedding(cfg.context, cfg.d_model)
         self.blocks = nn.ModuleList(_RefBlock(cfg) for _ in range(cfg.n_layers))
-        self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else None
+        self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.placement == "pre" else None
         self.head = nn.Linear(cfg.d_model, vocab)
 
     def forward(self, idx):
