@@ -1,4 +1,7 @@
+import re
+
 import pytest
+import yaml
 
 from blocklab.params.problems import ParamsError
 
@@ -52,3 +55,19 @@ def test_a_bad_value_names_the_key_the_value_and_what_is_allowed():
 def test_an_unknown_variant_is_named_with_a_suggestion():
     with pytest.raises(ParamsError, match=r"unknown variant of ablation 'a' 'w'.*known: v"):
         parse_params(minimal()).spec("a", "w")
+
+
+# Numbers a description may hold: years and the names of papers and models, which no parameter holds.
+NAMED_NUMBERS = re.compile(r"\b(1[89]|20)\d\d\b|\b(Llama|OLMo|Qwen|exercise|fig\.) \d+\b")
+
+
+def test_no_description_states_a_value_that_a_parameter_holds():
+    """The figures' titles and the summary write the settings from the resolved runs: a description that said
+    "lr 1e-2" kept saying it after `dvc exp run -S ...lr=0.003`. So a description says what the comparison is,
+    never a number (a year or a model's name apart)."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    plans = {f"{group}.{name}": plan for group in ("ablations", "maps") for name, plan in raw[group].items()}
+    stating = {where: text for where, plan in plans.items()
+               if re.search(r"\d", NAMED_NUMBERS.sub("", text := plan.get("description", "")))}
+    assert not stating, stating
+    assert re.search(r"\d", NAMED_NUMBERS.sub("", "at 6 layers, as in 2017")), "the test sees a stated value"

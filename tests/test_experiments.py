@@ -166,3 +166,27 @@ def test_blocklab_diff_refuses_what_it_cannot_compare_in_one_line(experiment, sm
     finally:
         (project.root / "params.yaml").write_text(params)
         (project.root / "dvc.lock").write_text(lock)
+
+
+def test_every_figure_the_knob_touches_says_the_rate_it_trained_at_and_no_other_figure_changes_its_title(
+        experiment):
+    """Titles are written from the resolved settings: after `-S ablations.placement.train.lr=1e-05` every figure
+    of the placement ablation says lr 1e-5 (the committed ones said 1e-2), and the others are titled as before."""
+    import subprocess
+
+    from PIL import Image
+
+    project, _, _ = experiment
+
+    def committed_title(name: str) -> str:
+        png = subprocess.run(["git", "show", f"HEAD:reports/figures/{name}"], cwd=project.root, capture_output=True,
+                             check=True).stdout
+        return Image.open(io.BytesIO(png)).text["Title"]
+
+    now = {path.name: Image.open(path).text["Title"] for path in sorted((project.root / "reports/figures").glob("*.png"))}
+    placement = {name: title for name, title in now.items() if name.startswith("placement_")}
+    assert len(placement) >= 4 and all("lr 1e-5," in title for title in placement.values()), placement
+    assert "lr 1e-2," in committed_title("placement_loss.png")
+    for name, title in now.items():
+        if not name.startswith("placement_"):
+            assert committed_title(name) == title, name

@@ -98,11 +98,11 @@ def test_the_exercise_figure_draws_the_curves_and_each_variants_paired_differenc
     assert path.stat().st_size > 10_000
 
 
-def test_a_figures_title_holds_the_description_in_at_most_two_lines_of_the_title_width():
-    """Shortened to two lines' characters and then wrapped, a description took three lines (the modern ladder's), and
-    its third ran into an axis label; now it is cut at two whole lines, ending in an ellipsis."""
-    description = " ".join(f"word{i}" for i in range(200))
-    first, *rest = _heading("modern_ladder", "training loss", description).split("\n")
+def test_a_figures_title_says_what_it_shows_then_what_its_runs_share_within_the_title_width():
+    """The second line is written from the resolved settings (blocklab.analysis.setting_words), not from a
+    description: wrapped, never cut, whatever its length."""
+    setting = ", ".join(f"setting{i} {i}" for i in range(30))
+    first, *rest = _heading("modern_ladder", "training loss", setting).split("\n")
     assert first == "modern_ladder: training loss"
-    assert len(rest) == 2 and all(len(line) <= TITLE_WIDTH for line in rest) and rest[-1].endswith(" …")
-    assert _heading("a", "b", "short  and\n  spread").split("\n") == ["a: b", "short and spread"]
+    assert len(rest) > 1 and all(len(line) <= TITLE_WIDTH for line in rest) and " ".join(rest) == setting
+    assert _heading("a", "b", "6 layers, lr 1e-2").split("\n") == ["a: b", "6 layers, lr 1e-2"]

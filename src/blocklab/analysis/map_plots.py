@@ -13,11 +13,17 @@ import pandas as pd
 from blocklab.analysis.maps import cell_table, map_runs_frame
 from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plain_log_ticks, plt, save_figure
 from blocklab.analysis.report import BLOWN_UP_MARGIN
+from blocklab.analysis.setting_words import rate, shared_settings
 from blocklab.params.schema import Params
 
 
 COLLAPSED_COLOUR, BLOWN_UP_COLOUR = "0.82", "#e8a09a"  # cells where no seed trained: apart from the scale
 ROW_INCHES = 8.0  # a row of panels a README shows at 800 px
+
+
+def _wrapped(title: str) -> str:
+    """A title's lines (what the figure shows; what its runs share), each wrapped to the figure's width."""
+    return "\n".join(textwrap.fill(line, TITLE_WIDTH) for line in title.split("\n"))
 
 
 def _panels(count: int, width: float, height: float, columns: int = 2, **options):
@@ -101,7 +107,7 @@ def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -
                                                            f"more) or diverged (not finite)"),
                         Patch(color="white", label="× k/n: k of n seeds collapsed or blew up")],
                loc="outside lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path)
 
 
@@ -147,7 +153,7 @@ def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, pane
     for ax in axes[::2]:
         ax.set_ylabel(f"final validation {LOSS_LABEL}", fontsize=8)
     _shared_legend(fig, axes, "seed mean; band = seed range" + ("; ▲ off the axis, with its value" if clipped else ""))
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path, dpi=100)
 
 
@@ -178,7 +184,7 @@ def sensitivity_by_group(cells: pd.DataFrame, summary: dict[str, dict], name: st
     ax.set_xticks(range(len(groups)), [textwrap.fill(words[g], 14) for g in groups], fontsize=8)
     ax.set(xlabel="group of cells", ylabel="LR sensitivity (nats; lower is more robust)")
     ax.legend(fontsize=8, title="seed mean, 95% interval", title_fontsize=7)
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path)
 
 
@@ -199,7 +205,7 @@ def attention_logits(cells: pd.DataFrame, title: str, path: Path) -> Path:
     for ax in axes[::2]:
         ax.set_ylabel("largest attention logit\n(seed mean, log scale)", fontsize=8)
     _shared_legend(fig, axes, "")
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path, dpi=100)
 
 
@@ -223,13 +229,13 @@ def loss_by_depth(cells: pd.DataFrame, baselines: dict, title: str, path: Path) 
                                 textcoords="offset points", xytext=(5, 3), color=colour)
         ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1)
         depths = sorted(set(cells["n_layers"]))
-        ax.set(xscale="log", title=f"lr {lr:g}", xlabel="blocks (log scale)")
+        ax.set(xscale="log", title=f"lr {rate(lr)}", xlabel="blocks (log scale)")
         ax.set_xticks(depths, [str(d) for d in depths])
         ax.minorticks_off()
     axes[0].set_ylabel(f"final validation {LOSS_LABEL}\n(seed mean)", fontsize=8)
     _shared_legend(fig, axes, f"hollow: seeds that did not train (count); dashed: unigram baseline (validation), "
                               f"{baselines['unigram_val']:.3f}")
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path, dpi=100)
 
 
@@ -260,7 +266,7 @@ def residual_stream_by_cell(params: Params, name: str, metrics: dict, title: str
     for ax in axes[::2]:
         ax.set_ylabel("RMS after the block\n(seed geometric mean, log)", fontsize=8)
     _shared_legend(fig, axes, "")
-    fig.suptitle(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
+    fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path, dpi=100)
 
 
@@ -270,21 +276,26 @@ def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path, sum
     relative to `reports_dir`, by kind. `summary`: reports/maps.json."""
     cells = cell_table(map_runs_frame(params, name, metrics))
     baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
+    setting = shared_settings(params.map_specs(name))  # an axis's setting differs between cells: left out
+
+    def heading(what: str) -> str:
+        return f"{name}: {what}\n{setting}"
+
     draw = {
-        "heatmap": lambda path: map_heatmaps(cells, baselines, f"{name}: final validation loss per cell", path),
+        "heatmap": lambda path: map_heatmaps(cells, baselines, heading("final validation loss per cell"), path),
         "lr": lambda path: lr_sensitivity_lines(
-            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023)", path),
+            cells, baselines, heading("final validation loss against learning rate (Wortsman et al. 2023)"), path),
         "lr_by_variant": lambda path: lr_lines_by_variant(
-            cells, baselines, f"{name}: final validation loss against learning rate (Wortsman et al. 2023, fig. 1)",
+            cells, baselines, heading("final validation loss against learning rate (Wortsman et al. 2023, fig. 1)"),
             path),
         "sensitivity": lambda path: sensitivity_by_group(
-            cells, summary, name, f"{name}: LR sensitivity (Wortsman et al. 2023) per group of cells", path),
+            cells, summary, name, heading("LR sensitivity (Wortsman et al. 2023) per group of cells"), path),
         "attention_logits": lambda path: attention_logits(
-            cells, f"{name}: the largest attention logit at the end of training, against learning rate", path),
-        "depth": lambda path: loss_by_depth(cells, baselines, f"{name}: final validation loss against depth", path),
+            cells, heading("the largest attention logit at the end of training, against learning rate"), path),
+        "depth": lambda path: loss_by_depth(cells, baselines, heading("final validation loss against depth"), path),
         "layers": lambda path: residual_stream_by_cell(
-            params, name, metrics, f"{name}: the residual stream's RMS after each block at the end of training "
-                                   f"(Kim et al. 2025: it grows with depth under pre-norm)", path),
+            params, name, metrics, heading("the residual stream's RMS after each block at the end of training "
+                                           "(Kim et al. 2025: it grows with depth under pre-norm)"), path),
     }
     drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in params.maps[name].figures}
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}

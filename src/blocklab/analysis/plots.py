@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 from blocklab.analysis.intervals import half_width  # noqa: E402
 from blocklab.analysis.reference import published  # noqa: E402
 from blocklab.analysis.report import curves_frame, plot_table, runs_frame  # noqa: E402
+from blocklab.analysis.setting_words import shared_settings  # noqa: E402
 from blocklab.params.schema import Ablation, load_params  # noqa: E402
 
 SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
@@ -31,10 +32,13 @@ def _baselines(ax, baselines: dict) -> None:
 
 
 def save_figure(fig, path: Path, dpi: int = 110) -> Path:
+    """The figure as a PNG whose `Title` (a text chunk) is its title as drawn: what a reader, `blocklab diff` or a
+    test reads without looking."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    title = fig._suptitle.get_text() if fig._suptitle is not None else fig.axes[0].get_title() if fig.axes else ""
+    fig.savefig(path, dpi=dpi, metadata={"Title": title})
     plt.close(fig)
     return path
 
@@ -52,12 +56,9 @@ def _styles(count: int) -> list[dict]:
              "ms": 6, "offset": i} for i in range(count)]
 
 
-def _heading(name: str, what: str, description: str | None) -> str:
-    """A figure's title: what it shows, then the ablation's description in at most two more lines."""
-    if not description:
-        return f"{name}: {what}"
-    return "\n".join([f"{name}: {what}", *textwrap.wrap(" ".join(description.split()), TITLE_WIDTH, max_lines=2,
-                                                        placeholder=" …")])
+def _heading(name: str, what: str, setting: str) -> str:
+    """A figure's title: what it shows, then what its runs share (`shared_settings`), as they trained."""
+    return "\n".join([f"{name}: {what}", *textwrap.wrap(setting, TITLE_WIDTH)])
 
 
 def plain_log_ticks(axis) -> None:
@@ -120,7 +121,8 @@ def final_losses(runs: pd.DataFrame, baselines: dict, title: str, path: Path) ->
     ax.axvline(baselines["uniform"], color="0.6", ls=":", lw=1, label=f"uniform, ln V = {baselines['uniform']:.3f}")
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
-    ax.set(title=title, xlabel=f"final training {LOSS_LABEL}: mean of the last 25 steps (bar = seed mean)")
+    ax.set(xlabel=f"final training {LOSS_LABEL}: mean of the last 25 steps\n(bar = seed mean)")
+    fig.suptitle(title, fontsize=11)  # over the figure, not the axes: the variants' labels take the left
     ax.legend(fontsize=8, loc="lower right")
     return save_figure(fig, path)
 
@@ -315,34 +317,34 @@ def gradient_depths(table: dict, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def ablation_figures(name: str, ablation: Ablation, curves: pd.DataFrame, runs: pd.DataFrame, baselines: dict,
-                     out_dir: Path, published: dict[str, float] | None = None) -> dict[str, Path]:
+def ablation_figures(name: str, ablation: Ablation, setting: str, curves: pd.DataFrame, runs: pd.DataFrame,
+                     baselines: dict, out_dir: Path, published: dict[str, float] | None = None) -> dict[str, Path]:
     """Every figure of one ablation: loss curves, gradient norms, final losses, the residual stream block by
-    block, and its extra kinds;
+    block, and its extra kinds, each titled with what it shows and what its runs share (`setting`);
     `published` marks the lesson's figures by variant on the ladder (none on another corpus)."""
-    title = _heading(name, "training loss", ablation.description)
+    def heading(what: str) -> str:
+        return _heading(name, what, setting)
+
     figures = {
-        "loss": loss_curves(curves, baselines, title, out_dir / f"{name}_loss.png"),
-        "grad_norm": grad_norm_curves(curves, f"{name}: gradient norm during training",
+        "loss": loss_curves(curves, baselines, heading("training loss"), out_dir / f"{name}_loss.png"),
+        "grad_norm": grad_norm_curves(curves, heading("gradient norm during training"),
                                       out_dir / f"{name}_grad_norm.png"),
-        "final": final_losses(runs, baselines, f"{name}: final training loss, every seed",
+        "final": final_losses(runs, baselines, heading("final training loss, every seed"),
                               out_dir / f"{name}_final.png"),
-        "layers": residual_stream(runs, _heading(name, "the residual stream, block by block, at the end of training",
-                                                 ablation.description), out_dir / f"{name}_layers.png"),
+        "layers": residual_stream(runs, heading("the residual stream, block by block, at the end of training"),
+                                  out_dir / f"{name}_layers.png"),
     }
     extras = {
-        "param_shares": lambda: parameters_and_shares(runs, _heading(name, "parameters", ablation.description),
-                                                      out_dir / f"{name}_params.png"),
-        "depth": lambda: loss_by_depth(runs, baselines, f"{name}: final loss vs depth", out_dir / f"{name}_depth.png"),
-        "train_val": lambda: train_vs_validation(curves, baselines, f"{name}: training vs validation loss",
+        "param_shares": lambda: parameters_and_shares(runs, heading("parameters"), out_dir / f"{name}_params.png"),
+        "depth": lambda: loss_by_depth(runs, baselines, heading("final loss vs depth"), out_dir / f"{name}_depth.png"),
+        "train_val": lambda: train_vs_validation(curves, baselines, heading("training vs validation loss"),
                                                  out_dir / f"{name}_train_val.png"),
-        "difference": lambda: paired_difference(curves, baselines, f"{name}: training loss, and each variant's "
-                                                                   f"difference to the first",
+        "difference": lambda: paired_difference(curves, baselines,
+                                                heading("training loss, and each variant's difference to the first"),
                                                 out_dir / f"{name}_difference.png"),
-        "ladder": lambda: ladder(runs, baselines, published or {},
-                                 f"{name}: validation loss rung by rung", out_dir / f"{name}_ladder.png"),
-        "rungs": lambda: rungs(runs, baselines, _heading(name, "validation loss rung by rung, and what each rung "
-                                                               "changes", ablation.description),
+        "ladder": lambda: ladder(runs, baselines, published or {}, heading("validation loss rung by rung"),
+                                 out_dir / f"{name}_ladder.png"),
+        "rungs": lambda: rungs(runs, baselines, heading("validation loss rung by rung, and what each rung changes"),
                                out_dir / f"{name}_rungs.png"),
     }
     for kind in ablation.figures:
@@ -360,7 +362,8 @@ def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: d
     runs = runs_frame(params, ablation, metrics)
     marks = {variant: value for variant in params.ablations[ablation].variants
              if (value := published(reference or {}, ablation, variant, params.data.sha256)) is not None}
-    drawn = ablation_figures(ablation, params.ablations[ablation], curves, runs, metrics["baselines"],
+    setting = shared_settings(params.all_runs_of(ablation))
+    drawn = ablation_figures(ablation, params.ablations[ablation], setting, curves, runs, metrics["baselines"],
                              reports_dir / "figures", marks)
     tables_dir = reports_dir / "curves"
     tables_dir.mkdir(parents=True, exist_ok=True)

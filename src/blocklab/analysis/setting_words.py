@@ -1,0 +1,45 @@
+"""The settings a figure's runs share, in words, written from the runs' resolved settings: a figure's title says
+the learning rate its runs trained at, not prose that restated it (which a `dvc exp run -S ...lr=...` left
+behind). What differs between the runs is the figure's legend, so it is left out here."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+from blocklab.params.schema import RunSpec
+
+
+def rate(value: float) -> str:
+    """A learning rate as papers write it: 1e-2, 3e-3, 2.5e-4 (0.01 -> 1e-2)."""
+    exponent = math.floor(math.log10(value))
+    mantissa = round(value / 10 ** exponent, 6)
+    if mantissa >= 10:  # 9.9999999e-3 rounded up
+        mantissa, exponent = mantissa / 10, exponent + 1
+    return f"{mantissa:g}e{exponent}"
+
+
+# (what it says, read from a run's spec): in the order a reader meets them, the model's sizes, then training.
+_PARTS: list[Callable[[RunSpec], str]] = [
+    lambda s: "a bigram" if s.model.kind == "bigram" else f"{s.model.n_layers} layer{'s' * (s.model.n_layers > 1)}",
+    lambda s: "" if s.model.kind == "bigram" else f"width {s.model.d_model}",
+    lambda s: "" if s.model.kind == "bigram" else f"{s.model.n_heads} head{'s' * (s.model.n_heads > 1)}",
+    lambda s: f"context {s.model.context}",
+    lambda s: f"lr {rate(s.train.lr)}",
+    lambda s: f"{s.train.steps:,} steps",
+    lambda s: f"batch {s.train.batch_size}",
+    lambda s: "no warmup" if s.train.warmup == 0 else f"{s.train.warmup}-step warmup",
+    lambda s: f"{len(s.seeds)} seed{'s' * (len(s.seeds) > 1)}",
+]
+
+
+def shared_settings(specs: Iterable[RunSpec]) -> str:
+    """What every run of `specs` trained with alike, e.g. `6 layers, width 64, 4 heads, context 32, lr 1e-2, 250
+    steps, batch 32, 3 seeds` (the warmup left out when the runs differ in it)."""
+    specs = list(specs)
+    shared = []
+    for part in _PARTS:
+        said = {part(spec) for spec in specs}
+        if len(said) == 1 and (words := said.pop()):
+            shared.append(words)
+    return ", ".join(shared)
