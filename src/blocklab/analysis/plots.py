@@ -37,7 +37,7 @@ def save_figure(fig, path: Path, dpi: int = 110) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
-    title = fig._suptitle.get_text() if fig._suptitle is not None else fig.axes[0].get_title() if fig.axes else ""
+    title = fig.get_suptitle() or (fig.axes[0].get_title() if fig.axes else "")
     fig.savefig(path, dpi=dpi, metadata={"Title": title})
     plt.close(fig)
     return path
