@@ -10,9 +10,9 @@ import click
 
 from blocklab.analysis.maps import map_summary, write_tables
 from blocklab.analysis.report import collect, variant_summary
+from blocklab.analysis.run_table import read_run_table
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
-from blocklab.params.schema import load_params
 from blocklab.json_files import write_json
 
 
@@ -26,14 +26,14 @@ from blocklab.json_files import write_json
 @params_option
 @reports_errors
 def main(records_dir: Path, baselines_file: Path, reports_dir: Path, timings_dir: Path | None, params_file: str) -> None:
-    params = load_params(params_file)
-    metrics, timings = collect(params, records_dir, json.loads(baselines_file.read_text()), timings_dir=timings_dir)
+    table = read_run_table(params_file)
+    metrics, timings = collect(table, records_dir, json.loads(baselines_file.read_text()), timings_dir=timings_dir)
     write_json(reports_dir / "metrics.json", metrics)
     write_json(reports_dir / "timings.json", timings)
-    variants = variant_summary(params, metrics)
+    variants = variant_summary(table, metrics)
     write_json(reports_dir / "variants.json", variants, sort_keys=False)
-    tables = write_tables(params, metrics, reports_dir / "maps")
-    maps = map_summary(params, metrics, tables)
+    tables = write_tables(table, metrics, reports_dir / "maps")
+    maps = map_summary(table, metrics, tables)
     write_json(reports_dir / "maps.json", maps, sort_keys=False)
     click.echo(f"{len(metrics['runs'])} runs -> {reports_dir}/metrics.json; {len(variants)} variants -> "
                f"{reports_dir}/variants.json; {len(maps)} map lines -> {reports_dir}/maps.json")

@@ -13,9 +13,9 @@ from blocklab.analysis.claims import load_claims, verdicts_markdown
 from blocklab.analysis.maps import map_section
 from blocklab.analysis.reference import load_reference
 from blocklab.analysis.report import summary_markdown
+from blocklab.analysis.run_table import read_run_table
 from blocklab.errors import reports_errors
 from blocklab.options import params_option
-from blocklab.params.schema import load_params
 
 
 @click.command()
@@ -28,24 +28,24 @@ from blocklab.params.schema import load_params
               help="The claims whose verdicts (reports/claims.json) the summary lists.")
 @reports_errors
 def main(records_dir: Path, reports_dir: Path, params_file: str, reference_file: str, claims_file: str) -> None:
-    params = load_params(params_file)
+    table = read_run_table(params_file)
     metrics = json.loads((reports_dir / "metrics.json").read_text())
     gradients = json.loads((reports_dir / "gradients.json").read_text())
     verdicts = json.loads((reports_dir / "claims.json").read_text())
     reference = load_reference(reference_file)
-    # Drawing is most of this stage's time (31 figures, ~0.4 s each): the ablations are drawn side by side,
-    # one worker per core, while this process draws the gradient figure.
-    with ProcessPoolExecutor(max_workers=min(len(params.ablations), os.cpu_count() or 1)) as pool:
-        drawing = {name: pool.submit(plots.ablation_outputs, params_file, name, records_dir, metrics, reports_dir,
-                                         reference)
-                   for name in params.ablations}
+    # Drawing is most of this stage's time (~0.4 s a figure): the ablations are drawn side by side, one worker
+    # per core, while this process draws the gradient figure and the maps'.
+    with ProcessPoolExecutor(max_workers=min(len(table.ablations), os.cpu_count() or 1)) as pool:
+        drawing = {name: pool.submit(plots.ablation_outputs, table, name, records_dir, metrics, reports_dir,
+                                     reference)
+                   for name in table.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
         map_summary = json.loads((reports_dir / "maps.json").read_text())
-        map_figures = {name: map_plots.map_outputs(params, name, metrics, reports_dir, map_summary) for name in params.maps}
+        map_figures = {name: map_plots.map_outputs(table, name, metrics, reports_dir, map_summary) for name in table.maps}
         figures = {name: future.result() for name, future in drawing.items()}
-    maps = [map_section(params, name, map_summary, map_figures[name]) for name in params.maps]
+    maps = [map_section(table, name, map_summary, map_figures[name]) for name in table.maps]
     samples = json.loads((reports_dir / "samples.json").read_text())
-    summary = summary_markdown(params, metrics, reference, figures, gradients,
+    summary = summary_markdown(table, metrics, reference, figures, gradients,
                                str(gradient_figure.relative_to(reports_dir)),
                                verdicts_markdown(load_claims(claims_file), verdicts), samples, maps)
     (reports_dir / "summary.md").write_text(summary)

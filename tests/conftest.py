@@ -200,12 +200,13 @@ def plots_of(dvc_yaml: Path, params: dict) -> None:
     """dvc.yaml's loss plots drawing only the variants `params` keeps (and the maps' lr plots their lines)."""
     from blocklab.params.schema import parse_params
     from blocklab.analysis.maps import lr_plot_columns
+    from blocklab.analysis.run_table import RunTable
 
     pipeline = yaml.safe_load(dvc_yaml.read_text())
     for entry in pipeline["plots"]:
         for name, plot in (entry.items() if isinstance(entry, dict) else []):
             if name.endswith("_lr"):
-                kept = lr_plot_columns(parse_params(params), name.removesuffix("_lr"))
+                kept = lr_plot_columns(RunTable.of(parse_params(params)), name.removesuffix("_lr"))
             else:
                 kept = params["ablations"][name.removesuffix("_loss")]["variants"]
             plot["y"] = {table: [c for c in columns if c in kept] for table, columns in plot["y"].items()}

@@ -24,10 +24,10 @@ def map_plot(name: str) -> str:
 
 
 def _map_lines(name: str) -> list[str]:
-    from blocklab.params.schema import load_params
     from blocklab.analysis.maps import lr_plot_columns
+    from blocklab.analysis.run_table import read_run_table
 
-    return lr_plot_columns(load_params(ROOT / "params.yaml"), name)
+    return lr_plot_columns(read_run_table(ROOT / "params.yaml"), name)
 
 
 def loss_plot(ablation: str, variants: list[str]) -> str:

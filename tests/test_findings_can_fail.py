@@ -12,11 +12,11 @@ import yaml
 from blocklab.analysis.claims import Reports, check_claims, load_claims
 from blocklab.analysis.maps import lr_groups
 from blocklab.analysis.reference import load_reference
-from blocklab.params.schema import load_params
+from blocklab.analysis.run_table import read_run_table
 
 from conftest import ROOT
 
-PARAMS = load_params(ROOT / "params.yaml")
+PLAN = read_run_table(ROOT / "params.yaml")
 REFERENCE = load_reference(ROOT / "reference.yaml")
 CLAIMS = load_claims(ROOT / "claims.yaml")
 FINDINGS = {c.id: c for c in CLAIMS if c.kind == "finding"}
@@ -33,14 +33,14 @@ def reports(overrides: dict, runs_dir: Path | None = None) -> Reports:
     """Every run params.yaml defines at a loss of 2.2, but the variants (or single runs) in `overrides`. A
     variant given as `Curve` also gets a curve.csv under `runs_dir`: early and late training losses."""
     runs = {}
-    for spec in PARAMS.specs():
+    for spec in PLAN.specs():
         override = overrides.get(f"{spec.ablation}/{spec.variant}", around(2.2))
         values = (override.final if isinstance(override, Curve) else override)(len(spec.seeds))
         for seed, value in zip(spec.seeds, values):
             runs[spec.key(seed)] = {field: value for field in FIELDS}
             if isinstance(override, Curve):
                 override.write(runs_dir / spec.key(seed), seed)
-    for spec in PARAMS.map_specs():  # every map cell trains to 2.2 from 4.2, but the cells in `overrides`
+    for spec in PLAN.map_specs():  # every map cell trains to 2.2 from 4.2, but the cells in `overrides`
         cell = overrides.get(spec.name, Cell(2.2))
         for seed, value, attn in zip(spec.seeds, cell.final(len(spec.seeds)), cell.attn(len(spec.seeds))):
             runs[spec.key(seed)] = {**{field: value for field in FIELDS}, "val_loss_init": 4.2,
@@ -55,7 +55,7 @@ def reports(overrides: dict, runs_dir: Path | None = None) -> Reports:
         if key.count("/") == 2 and not isinstance(value, Cell):  # one run
             runs[key] = {field: value for field in FIELDS}
     metrics = {"baselines": {"unigram": UNIGRAM, "unigram_val": 3.35, "uniform": 4.174}, "runs": runs}
-    return Reports(metrics, {}, REFERENCE, PARAMS.data.sha256, runs_dir, lr_groups(PARAMS))
+    return Reports(metrics, {}, REFERENCE, PLAN.corpus_sha256, runs_dir, lr_groups(PLAN))
 
 
 class Cell:

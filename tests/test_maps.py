@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from blocklab.cli import main
 from blocklab.params.problems import ParamsError
 from blocklab.params.schema import parse_params
+from blocklab.analysis.run_table import RunTable
 from blocklab.analysis.maps import (
     cell_table, group_name, group_words, lr_groups, lr_sensitivity, map_runs_frame, map_summary, seed_max_trainable_lr,
     seed_sensitivities,
@@ -57,7 +58,7 @@ def test_a_grid_where_every_cell_collapses_has_almost_no_sensitivity_and_no_trai
     assert lr_sensitivity([None, None], [4.2, 4.1]) == pytest.approx(0.05)
     params = parse_params(a_map())
     runs = made_up_runs(params, lambda variant, lr, warmup, seed: (3.31, True, False))
-    summary = map_summary(params, {"runs": runs})
+    summary = map_summary(RunTable.of(params), {"runs": runs})
     assert summary["m/post/w0"]["lr_sensitivity"] == pytest.approx(0.0)
     assert "trainable_lr_min" not in summary["m/post/w0"] and "trainable_lr_max" not in summary["m/post/w0"]
 
@@ -99,7 +100,7 @@ def test_a_model_axis_names_its_cells_by_the_setting():
     cells = params.cells("m", "pre")
     assert [c.cell for c in cells] == ["ffn_mult2_lr0.01", "ffn_mult4_lr0.01"]
     assert [c.model.ffn_mult for c in cells] == [2, 4] and group_name(cells[1]) == "ffn_mult4"
-    assert group_words(cells[1], params.maps["m"].axes.grid()) == "ffn_mult 4"
+    assert group_words(cells[1], RunTable.of(params).maps["m"].axes) == "ffn_mult 4"
     depth = parse_params(a_map(axes={"model": {"n_layers": [2, 4]}, "train": {"lr": [0.01]}}))
     assert [c.cell for c in depth.cells("m", "pre")] == ["l2_lr0.01", "l4_lr0.01"]  # abbreviated, as lr and d
     assert group_words(parse_params(a_map()).cells("m", "pre")[1], A_AXES) == "warmup 10"
@@ -191,7 +192,7 @@ def fragile_post(variant, lr, warmup, seed):
 
 def test_the_map_summary_has_each_groups_sensitivity_best_lr_and_trainable_range():
     params = parse_params(a_map())
-    summary = map_summary(params, {"runs": made_up_runs(params, fragile_post)})
+    summary = map_summary(RunTable.of(params), {"runs": made_up_runs(params, fragile_post)})
     assert list(summary) == ["m/post/w0", "m/post/w10", "m/pre/w0", "m/pre/w10"]
     post, pre = summary["m/post/w0"], summary["m/pre/w0"]
     # seed 0: capped [2.5, 2.2, 3.3] - 2.2; seed 1: [2.51, 2.21, 4.21 (diverged: l0)] - 2.21
@@ -205,7 +206,7 @@ def test_the_map_summary_has_each_groups_sensitivity_best_lr_and_trainable_range
 def test_per_seed_quantities_pair_by_seed():
     params = parse_params(a_map())
     runs = made_up_runs(params, fragile_post)
-    groups = lr_groups(params)
+    groups = lr_groups(RunTable.of(params))
     assert list(groups) == ["m/post", "m/pre"] and list(groups["m/post"]) == ["w0", "w10"]
     assert [lr for lr, _ in groups["m/post"]["w0"]] == [0.001, 0.01, 0.1]
     sensitivities = seed_sensitivities(runs, groups["m/post"]["w0"])
@@ -216,7 +217,7 @@ def test_per_seed_quantities_pair_by_seed():
 
 def test_the_cell_table_counts_collapsed_and_diverged_seeds_per_cell():
     params = parse_params(a_map())
-    cells = cell_table(map_runs_frame(params, "m", {"runs": made_up_runs(params, fragile_post)}))
+    cells = cell_table(map_runs_frame(RunTable.of(params), "m", {"runs": made_up_runs(params, fragile_post)}))
     assert len(cells) == 12
     top = cells[(cells["variant"] == "post") & (cells["cell"] == "lr0.1_w0")].iloc[0]
     assert (top["collapsed"], top["blown_up"], top["diverged"], top["trained"], top["seeds"]) == (1, 1, 1, 0, 2)
@@ -273,7 +274,7 @@ def test_a_map_through_dvc_and_one_more_learning_rate_trains_only_its_cells(repr
     assert {k: v for k, v in after.items() if k in before} == before  # byte for byte, copied not retrained
     assert {k.split("/")[4] for k in set(after) - set(before)} == {"lr0.1_w0", "lr0.1_w5"}
     maps = json.loads((root / "reports/maps.json").read_text())
-    groups = {name: by_group for name, by_group in lr_groups(parse_params(project.params)).items()
+    groups = {name: by_group for name, by_group in lr_groups(RunTable.of(parse_params(project.params))).items()
               if name.startswith("stability/")}
     assert len(groups) == len(variants)
     assert all(len(members) == 3 for by_group in groups.values() for members in by_group.values())
@@ -295,14 +296,14 @@ def test_every_kind_of_map_figure_draws_from_made_up_results_with_their_attentio
             runs[spec.key(seed)] = {"val_loss": loss, "val_loss_init": 4.2, "collapsed": loss > 3.2, "blown_up": False, "diverged": False,
                                     "attn_logit_max": 10 * (1 + 1000 * spec.train.lr) * (1 + seed), "logit_log_z": 5.0}
     metrics = {"runs": runs, "baselines": {"unigram_val": 3.35}}
-    summary = map_summary(params, metrics)
+    summary = map_summary(RunTable.of(params), metrics)
     assert list(summary) == ["m/post/d32", "m/post/d64", "m/pre/d32", "m/pre/d64"]
     wide = summary["m/post/d64"]
     assert (wide["best_lr"], wide["trainable_lr_max"]) == (0.01, 0.01)
     assert wide["attn_logit_max_at_best_lr"] == pytest.approx(10 * 11 * 1.5)  # seed mean at lr 1e-2
     assert wide["attn_logit_max_at_trainable_lr_max"] == wide["attn_logit_max_at_best_lr"]
-    assert seed_best_lr(runs, lr_groups(params)["m/post"]["d64"]) == {0: 0.01, 1: 0.01}
-    drawn = map_plots.map_outputs(params, "m", metrics, tmp_path, summary)
+    assert seed_best_lr(runs, lr_groups(RunTable.of(params))["m/post"]["d64"]) == {0: 0.01, 1: 0.01}
+    drawn = map_plots.map_outputs(RunTable.of(params), "m", metrics, tmp_path, summary)
     assert list(drawn) == ["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits"]
     for kind, path in drawn.items():
         assert path == f"figures/m_{kind}.png" and (tmp_path / path).stat().st_size > 10_000, kind
@@ -319,7 +320,7 @@ def test_claims_read_a_groups_best_learning_rate_per_seed_and_take_log10_of_it()
 
     params = parse_params(a_map())
     runs = made_up_runs(params, fragile_post)
-    reports = Reports({"runs": runs}, {}, maps=lr_groups(params))
+    reports = Reports({"runs": runs}, {}, maps=lr_groups(RunTable.of(params)))
     best = value_of('best_lr("m/pre", "w0")', reports)
     assert best.values == {0: 0.01, 1: 0.01}
     assert value_of('log10(best_lr("m/pre", "w0"))', reports).values == pytest.approx({0: -2.0, 1: -2.0})
@@ -346,7 +347,7 @@ def test_a_blown_up_cell_sits_on_the_edge_of_the_learning_rate_figures_with_its_
     metrics = {"runs": runs, "baselines": {"unigram_val": 3.35}}
     figures = []
     monkeypatch.setattr(map_plots, "save_figure", lambda fig, path, **_: figures.append(fig) or path)
-    map_plots.map_outputs(params, "m", metrics, tmp_path, map_summary(params, metrics))
+    map_plots.map_outputs(RunTable.of(params), "m", metrics, tmp_path, map_summary(RunTable.of(params), metrics))
     assert len(figures) == 2
     for fig in figures:
         for ax in fig.axes:
@@ -383,7 +384,7 @@ def test_the_heatmaps_scale_is_set_by_the_cells_that_trained_and_failed_cells_ar
     metrics = {"runs": runs, "baselines": {"unigram_val": 3.35, "unigram": 3.3, "uniform": 4.17}}
     figures = []
     monkeypatch.setattr(map_plots, "save_figure", lambda fig, path, **_: figures.append(fig) or path)
-    cells = cell_table(map_runs_frame(params, "m", metrics))
+    cells = cell_table(map_runs_frame(RunTable.of(params), "m", metrics))
     map_plots.map_heatmaps(cells, metrics["baselines"], "m", tmp_path / "heatmap.png")
     (fig,) = figures
     panels = [ax for ax in fig.axes if ax.images]

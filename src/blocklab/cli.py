@@ -163,12 +163,13 @@ def sample(run: str, prompt: str, tokens: int, temperature: float, top_k: int, s
     """Generate text from a trained run, RUN = <ablation>/<variant>[/seed<k>] (default: the ablation's first
     seed), as nanoGPT's sample.py does and with its defaults: the context cropped to the model's, logits over
     the temperature, top-k, multinomial. The same seed gives the same text."""
+    from blocklab.analysis.run_table import read_run_table
     from blocklab.tools.run_weights import run_directory
     from blocklab.tools.sampling import SampleSettings, sample_run
 
     settings = SampleSettings(prompt=prompt, tokens=tokens, temperature=temperature, top_k=top_k, seed=seed,
                               num_samples=num_samples)
-    directory = run_directory(load_params(params_file), Path(old_runs_dir or runs_dir), name_today(run))
+    directory = run_directory(read_run_table(params_file), Path(old_runs_dir or runs_dir), name_today(run))
     for i, text in enumerate(sample_run(directory, settings)):
         if i:
             click.echo("---------------")

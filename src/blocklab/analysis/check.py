@@ -17,12 +17,12 @@ import click
 
 from blocklab.analysis.claims import (
     NOT_RUN, MissingResult, Reports, check_claims, claims_count, count_in_words, failing_in_words, load_claims,
-    marked_in_words, planned_runs,
+    marked_in_words,
 )
 from blocklab.analysis.maps import lr_groups
 from blocklab.analysis.reference import load_reference
+from blocklab.analysis.run_table import RunTable, read_run_table
 from blocklab.errors import BlocklabError
-from blocklab.params.schema import Params, load_params
 
 STYLES = {"holds": {"fg": "green"}, "fails": {"fg": "red", "bold": True},
           "inconclusive": {"fg": "yellow", "bold": True}, "not comparable": {"fg": "blue"},
@@ -59,15 +59,15 @@ class Checked:
 
 
 def verdicts_over(claims_file: str | Path, metrics: dict, gradients: dict | None, runs_dir: Path | None,
-                  reference_file: str | Path, params: Params | None) -> Checked:
+                  reference_file: str | Path, table: RunTable | None) -> Checked:
     """Every claim of `claims_file` evaluated over `metrics` (reports/metrics.json's shape), `gradients` (None:
     not run here) and the runs' curves under `runs_dir`. Raises BrokenPipeline."""
     try:
         claims = load_claims(claims_file)
         reference = load_reference(reference_file)
-        reports = Reports(metrics, gradients, reference, None if params is None else params.data.sha256,
+        reports = Reports(metrics, gradients, reference, None if table is None else table.corpus_sha256,
                           runs_dir if runs_dir is not None and runs_dir.is_dir() else None,
-                          {} if params is None else lr_groups(params), {} if params is None else planned_runs(params))
+                          {} if table is None else lr_groups(table), {} if table is None else table.training_stages())
         return Checked(claims, check_claims(claims, reports))
     except MissingResult as err:  # a run params.yaml does not plan
         raise BrokenPipeline(f"cannot check the claims: {err}") from None
@@ -78,13 +78,13 @@ def verdicts_over(claims_file: str | Path, metrics: dict, gradients: dict | None
 def check_reports(claims_file: str, metrics_file: str, gradients_file: str, runs_dir: str, reference_file: str,
                   params_file: str) -> Checked:
     """verdicts_over the pipeline's report files, as `blocklab check` reads them."""
-    params = load_params(params_file) if Path(params_file).exists() else None
+    table = read_run_table(params_file) if Path(params_file).exists() else None
     if not Path(metrics_file).exists():
         raise BrokenPipeline(f"{metrics_file} does not exist: run `dvc repro` first (a clone of blocklab has it "
                              f"committed)")
     gradients = json.loads(Path(gradients_file).read_text()) if Path(gradients_file).exists() else None
     return verdicts_over(claims_file, json.loads(Path(metrics_file).read_text()), gradients, Path(runs_dir),
-                         reference_file, params)
+                         reference_file, table)
 
 
 def recorded(verdicts: dict[str, dict]) -> dict[str, dict]:

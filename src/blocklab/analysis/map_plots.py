@@ -14,7 +14,7 @@ from blocklab.analysis.maps import cell_table, map_runs_frame
 from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plain_log_ticks, plt, save_figure
 from blocklab.analysis.report import BLOWN_UP_MARGIN
 from blocklab.analysis.setting_words import rate, shared_settings
-from blocklab.params.schema import Params
+from blocklab.analysis.run_table import RunTable
 
 
 COLLAPSED_COLOUR, BLOWN_UP_COLOUR = "0.82", "#e8a09a"  # cells where no seed trained: apart from the scale
@@ -239,12 +239,12 @@ def loss_by_depth(cells: pd.DataFrame, baselines: dict, title: str, path: Path) 
     return save_figure(fig, path, dpi=100)
 
 
-def residual_stream_by_cell(params: Params, name: str, metrics: dict, title: str, path: Path) -> Path:
+def residual_stream_by_cell(table: RunTable, name: str, metrics: dict, title: str, path: Path) -> Path:
     """The residual stream's RMS after each block (log axis) at the last evaluation, one line per variant (seed
     mean), one panel per cell: what each placement does to the stream as the block deepens."""
     import numpy as np
 
-    specs, grid = params.map_specs(name), params.maps[name].axes.grid()
+    specs, grid = table.maps[name].specs, table.maps[name].axes
     cells = list(dict.fromkeys(spec.cell for spec in specs))
     fig, axes = _panels(len(cells), 4.6, 3.2)
     variants = list(dict.fromkeys((spec.variant, spec.label) for spec in specs))
@@ -270,13 +270,13 @@ def residual_stream_by_cell(params: Params, name: str, metrics: dict, title: str
     return save_figure(fig, path, dpi=100)
 
 
-def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict]
+def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict]
                 ) -> dict[str, str]:
     """Map `name`'s figures (reports/figures/<map>_<kind>.png, the kinds its `figures` lists): their paths
     relative to `reports_dir`, by kind. `summary`: reports/maps.json."""
-    cells = cell_table(map_runs_frame(params, name, metrics))
+    cells = cell_table(map_runs_frame(table, name, metrics))
     baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
-    setting = shared_settings(params.map_specs(name))  # an axis's setting differs between cells: left out
+    setting = shared_settings(table.maps[name].specs)  # an axis's setting differs between cells: left out
 
     def heading(what: str) -> str:
         return f"{name}: {what}\n{setting}"
@@ -294,8 +294,8 @@ def map_outputs(params: Params, name: str, metrics: dict, reports_dir: Path, sum
             cells, heading("the largest attention logit at the end of training, against learning rate"), path),
         "depth": lambda path: loss_by_depth(cells, baselines, heading("final validation loss against depth"), path),
         "layers": lambda path: residual_stream_by_cell(
-            params, name, metrics, heading("the residual stream's RMS after each block at the end of training "
+            table, name, metrics, heading("the residual stream's RMS after each block at the end of training "
                                            "(Kim et al. 2025: it grows with depth under pre-norm)"), path),
     }
-    drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in params.maps[name].figures}
+    drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in table.maps[name].figures}
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}

@@ -32,7 +32,8 @@ import pandas as pd
 
 from blocklab.analysis.intervals import half_width
 from blocklab.params.cells import spelled
-from blocklab.params.schema import Params, RunSpec
+from blocklab.analysis.run_table import Axis, PlanEntry, RunTable
+from blocklab.params.schema import RunSpec
 from blocklab.run.results import PROBES
 
 LR_FIELD = "lr"
@@ -54,7 +55,7 @@ def group_name(spec: RunSpec) -> str:
     return "_".join(parts) or "all"
 
 
-def group_words(spec: RunSpec, axes: list[tuple[str, str, list]]) -> str:
+def group_words(spec: RunSpec, axes: tuple[Axis, ...]) -> str:
     """A cell's group for people: `warmup 100`, `n_layers 4, warmup 0` (`every cell` when lr is the only axis)."""
     settings = {"model": spec.model, "train": spec.train}
     return ", ".join(f"{field} {spelled(getattr(settings[section], field))}" for section, field, _ in axes
@@ -69,17 +70,21 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def lr_groups(params: Params) -> dict[str, dict[str, list[tuple[float, str]]]]:
+def lr_groups(table: RunTable) -> dict[str, dict[str, list[tuple[float, str]]]]:
     """Per `<map>/<variant>`, per group, its cells `(lr, <map>/<variant>/<cell>)` from the lowest lr up: what
     `lr_sensitivity(...)` and `max_trainable_lr(...)` in claims.yaml read. Maps without an lr axis have none."""
     groups: dict[str, dict[str, list[tuple[float, str]]]] = {}
-    for name, plan in params.maps.items():
-        if LR_FIELD not in plan.axes.train:
+    for name, entry in table.maps.items():
+        if not has_lr_axis(entry):
             continue
-        for spec in params.map_specs(name):
+        for spec in entry.specs:
             groups.setdefault(f"{name}/{spec.variant}", {}).setdefault(group_name(spec), []).append(
                 (spec.train.lr, spec.name))
     return {v: {g: sorted(cells) for g, cells in by_group.items()} for v, by_group in groups.items()}
+
+
+def has_lr_axis(entry: PlanEntry) -> bool:
+    return entry.has_axis("train", LR_FIELD)
 
 
 def trains(run: dict) -> bool:
@@ -121,11 +126,11 @@ def seed_max_trainable_lr(runs: dict, cells: list[tuple[float, str]]) -> dict[in
     return {seed: max((lr for lr, c in by_cell if trains(c[seed])), default=None) for seed in seeds}
 
 
-def map_runs_frame(params: Params, name: str, metrics: dict) -> pd.DataFrame:
+def map_runs_frame(table: RunTable, name: str, metrics: dict) -> pd.DataFrame:
     """One row per run of map `name`: its variant, cell, group, axis values and final figures."""
-    axes = params.maps[name].axes.grid()
+    axes = table.maps[name].axes
     rows = []
-    for spec in params.map_specs(name):
+    for spec in table.maps[name].specs:
         settings = {"model": spec.model, "train": spec.train}
         for seed in spec.seeds:
             run = metrics["runs"][spec.key(seed)]
@@ -167,15 +172,15 @@ def _significant(value: float, figures: int = 6) -> float | None:
     return None if not math.isfinite(value) else float(f"{value:.{figures}g}")
 
 
-def map_summary(params: Params, metrics: dict, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, dict]:
+def map_summary(table: RunTable, metrics: dict, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, dict]:
     """reports/maps.json, what `dvc exp show` lists of each map: per `<map>/<variant>/<group>`, the seed-mean
     LR sensitivity with its 95% half-width, the best learning rate, and the smallest and largest learning
     rate at which no seed collapses or blows up (absent when there is none). `tables`: each map's
     `cell_table`, if already made (`write_tables` returns them)."""
-    tables = tables or {name: cell_table(map_runs_frame(params, name, metrics)) for name in params.maps}
+    tables = tables or {name: cell_table(map_runs_frame(table, name, metrics)) for name in table.maps}
     indexed = {name: table.set_index(["variant", "cell"]) for name, table in tables.items()}
     summary = {}
-    for variant, groups in lr_groups(params).items():
+    for variant, groups in lr_groups(table).items():
         cells = indexed[variant.split("/")[0]]
         for group, members in groups.items():
             sensitivity = pd.Series(seed_sensitivities(metrics["runs"], members), dtype=float)
@@ -197,9 +202,9 @@ def map_summary(params: Params, metrics: dict, tables: dict[str, pd.DataFrame] |
     return summary
 
 
-def lr_plot_columns(params: Params, name: str) -> list[str]:
+def lr_plot_columns(table: RunTable, name: str) -> list[str]:
     """The columns of reports/maps/<map>_lr.csv that `dvc plots` draws: one line per `<variant>_<group>`."""
-    return [f"{variant.split('/')[1]}_{group}" for variant, groups in lr_groups(params).items()
+    return [f"{variant.split('/')[1]}_{group}" for variant, groups in lr_groups(table).items()
             if variant.split("/")[0] == name for group in groups]
 
 
@@ -213,25 +218,25 @@ def lr_plot_table(cells: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index().rename_axis(columns=None)
 
 
-def write_tables(params: Params, metrics: dict, out_dir: Path) -> dict[str, pd.DataFrame]:
+def write_tables(table: RunTable, metrics: dict, out_dir: Path) -> dict[str, pd.DataFrame]:
     """reports/maps/<map>_cells.csv (every cell) and <map>_lr.csv (the lr plot's lines), per map."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = {}
-    for name in params.maps:
-        cells = tables[name] = cell_table(map_runs_frame(params, name, metrics))
+    for name, entry in table.maps.items():
+        cells = tables[name] = cell_table(map_runs_frame(table, name, metrics))
         cells.to_csv(out_dir / f"{name}_cells.csv", index=False, lineterminator="\n")
-        if LR_FIELD in params.maps[name].axes.train:
+        if has_lr_axis(entry):
             lr_plot_table(cells).to_csv(out_dir / f"{name}_lr.csv", index=False, lineterminator="\n")
     return tables
 
 
-def map_section(params: Params, name: str, summary: dict[str, dict], figures: dict[str, str]) -> str:
+def map_section(table: RunTable, name: str, summary: dict[str, dict], figures: dict[str, str]) -> str:
     """reports/summary.md's section of map `name`: what it is, each variant's LR sensitivity, best learning
     rate and trainable range per group (reports/maps.json), and its figures."""
-    plan = params.maps[name]
-    axes = ", ".join(f"{section}.{field} {', '.join(map(str, values))}" for section, field, values in plan.axes.grid())
-    words = {group_name(spec): group_words(spec, plan.axes.grid()) for spec in params.map_specs(name)}
+    plan = table.maps[name]
+    axes = ", ".join(f"{section}.{field} {', '.join(map(str, values))}" for section, field, values in plan.axes)
+    words = {group_name(spec): group_words(spec, plan.axes) for spec in plan.specs}
     rows = []
     for line, entry in summary.items():
         map_name, variant, group = line.split("/")
@@ -247,7 +252,7 @@ def map_section(params: Params, name: str, summary: dict[str, dict], figures: di
              "|---|---|---|---|---|\n" + "\n".join(rows)) if rows else ""
     images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures.items())
     return (f"## Map: {name}\n\n{plan.description}\n\nAxes: {axes}; seeds {', '.join(map(str, plan.seeds))}; "
-            f"{len(params.map_specs(name))} cells, {len(params.map_specs(name)) * len(plan.seeds)} runs. "
+            f"{len(plan.specs)} cells, {len(plan.specs) * len(plan.seeds)} runs. "
             f"LR sensitivity (Wortsman et al. 2023) is the mean over the grid's learning rates of min(final loss, "
             f"loss at initialisation) minus the best final loss, per seed (a diverged run counts as its loss at "
             f"initialisation); ± is the half-width of its 95% interval over the seeds.\n\n{table}\n\n{images}\n")

@@ -17,7 +17,7 @@ from blocklab.analysis.intervals import half_width  # noqa: E402
 from blocklab.analysis.reference import published  # noqa: E402
 from blocklab.analysis.report import curves_frame, plot_table, runs_frame  # noqa: E402
 from blocklab.analysis.setting_words import shared_settings  # noqa: E402
-from blocklab.params.schema import Ablation, load_params  # noqa: E402
+from blocklab.analysis.run_table import PlanEntry, RunTable  # noqa: E402
 
 SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
 LOSS_LABEL = "loss (nats per character)"
@@ -317,7 +317,7 @@ def gradient_depths(table: dict, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def ablation_figures(name: str, ablation: Ablation, setting: str, curves: pd.DataFrame, runs: pd.DataFrame,
+def ablation_figures(name: str, ablation: PlanEntry, setting: str, curves: pd.DataFrame, runs: pd.DataFrame,
                      baselines: dict, out_dir: Path, published: dict[str, float] | None = None) -> dict[str, Path]:
     """Every figure of one ablation: loss curves, gradient norms, final losses, the residual stream block by
     block, and its extra kinds, each titled with what it shows and what its runs share (`setting`);
@@ -352,18 +352,18 @@ def ablation_figures(name: str, ablation: Ablation, setting: str, curves: pd.Dat
     return figures
 
 
-def ablation_outputs(params_file: str, ablation: str, runs_dir: Path, metrics: dict,
+def ablation_outputs(table: RunTable, ablation: str, runs_dir: Path, metrics: dict,
                      reports_dir: Path, reference: dict | None = None) -> dict[str, str]:
     """One ablation's figures (reports/figures) and `dvc plots` tables (reports/curves); returns the figures'
     paths relative to `reports_dir`, by kind. Ablations are independent: the report stage draws them side by
-    side, in worker processes (hence a params file: the parsed params do not pickle)."""
-    params = load_params(params_file)
-    curves = curves_frame(params, ablation, runs_dir)
-    runs = runs_frame(params, ablation, metrics)
-    marks = {variant: value for variant in params.ablations[ablation].variants
-             if (value := published(reference or {}, ablation, variant, params.data.sha256)) is not None}
-    setting = shared_settings(params.all_runs_of(ablation))
-    drawn = ablation_figures(ablation, params.ablations[ablation], setting, curves, runs, metrics["baselines"],
+    side, in worker processes."""
+    entry = table.ablations[ablation]
+    curves = curves_frame(table, ablation, runs_dir)
+    runs = runs_frame(table, ablation, metrics)
+    marks = {variant: value for variant in entry.variants
+             if (value := published(reference or {}, ablation, variant, table.corpus_sha256)) is not None}
+    setting = shared_settings(entry.specs)
+    drawn = ablation_figures(ablation, entry, setting, curves, runs, metrics["baselines"],
                              reports_dir / "figures", marks)
     tables_dir = reports_dir / "curves"
     tables_dir.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,8 @@ import pandas as pd
 
 from blocklab.analysis.intervals import half_width
 from blocklab.analysis.reference import published, published_loss
-from blocklab.params.schema import Params, RunSpec
+from blocklab.analysis.run_table import RunTable
+from blocklab.params.schema import RunSpec
 from blocklab.records import read_curve, read_metrics, read_timing, run_dir
 
 COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends no more than this below the unigram baseline (or above it)
@@ -24,15 +25,15 @@ def outcome(final: float | None, diverged: bool, baselines: dict) -> dict[str, b
     return {"collapsed": not blown_up and final >= baselines["unigram"] - COLLAPSE_MARGIN, "blown_up": blown_up}
 
 
-def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | None = None,
+def collect(table: RunTable, runs_dir: Path, baselines: dict, only: set[str] | None = None,
             timings_dir: Path | None = None) -> tuple[dict, dict]:
-    """(metrics, timings) for every run params.yaml defines (or only those of the ablations and maps `only`
+    """(metrics, timings) for every run of the plan (or only those of the ablations and maps `only`
     names), keyed `<ablation>/<variant>/seed<k>` (a map's `<map>/<variant>/<cell>/seed<k>`): the metrics from
     the runs' folders in `runs_dir` (their committed records, reports/runs, or the train stages' outputs), the
     wall times from `timings_dir` (default: `runs_dir`) for the runs trained or copied on this machine (a
     record keeps none; neither does DVC's cache)."""
     runs, timings = {}, {}
-    for spec, seed in params.runs():
+    for spec, seed in table.runs():
         if only is not None and spec.ablation not in only:
             continue
         directory = run_dir(spec.directory(Path(runs_dir) / spec.ablation / spec.variant), seed)
@@ -47,13 +48,13 @@ def collect(params: Params, runs_dir: Path, baselines: dict, only: set[str] | No
     return {"baselines": baselines, "runs": runs}, timings
 
 
-def variant_summary(params: Params, metrics: dict) -> dict[str, dict]:
+def variant_summary(table: RunTable, metrics: dict) -> dict[str, dict]:
     """reports/variants.json, what `dvc exp show` lists: per `<ablation>/<variant>`, the seed mean of the
     final validation loss and of `train_loss_last25` with the half-width of its 95% Student-t interval
     (`_ci95`), and how many seeds collapsed or blew up (diverged included). A mean is over the seeds that recorded a value;
     an interval needs two."""
     summary = {}
-    for spec in params.specs():
+    for spec in table.specs():
         runs = [metrics["runs"][spec.key(seed)] for seed in spec.seeds]
         entry = {}
         for field, name in (("val_loss", "val_loss"), ("train_loss_last25", "train_loss")):
@@ -66,14 +67,10 @@ def variant_summary(params: Params, metrics: dict) -> dict[str, dict]:
     return summary
 
 
-def _specs_of(params: Params, ablation: str) -> list[RunSpec]:
-    return [params.spec(ablation, variant) for variant in params.ablations[ablation].variants]
-
-
-def runs_frame(params: Params, ablation: str, metrics: dict) -> pd.DataFrame:
+def runs_frame(table: RunTable, ablation: str, metrics: dict) -> pd.DataFrame:
     """One row per run of an ablation: its final metrics beside the settings that vary."""
     rows = []
-    for spec in _specs_of(params, ablation):
+    for spec in table.ablations[ablation].specs:
         for seed in spec.seeds:
             rows.append({"variant": spec.variant, "label": spec.label, "seed": seed,
                          "n_layers": spec.model.n_layers, "residual": spec.model.residual,
@@ -81,10 +78,10 @@ def runs_frame(params: Params, ablation: str, metrics: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def curves_frame(params: Params, ablation: str, runs_dir: Path) -> pd.DataFrame:
+def curves_frame(table: RunTable, ablation: str, runs_dir: Path) -> pd.DataFrame:
     """Every step of every run of an ablation, long format."""
     frames = []
-    for spec in _specs_of(params, ablation):
+    for spec in table.ablations[ablation].specs:
         for seed in spec.seeds:
             curve = read_curve(run_dir(Path(runs_dir) / ablation / spec.variant, seed))
             frames.append(curve.assign(variant=spec.variant, label=spec.label, seed=seed))
@@ -219,7 +216,7 @@ def gradient_section(gradients: dict, reference: dict, figure: str) -> str:
             f"![input gradient vs depth]({figure})\n\n{sentence}\n")
 
 
-def samples_section(samples: dict, params: Params) -> str:
+def samples_section(samples: dict, table: RunTable) -> str:
     """What the models write (reports/samples.json): one sample per variant, beside its validation loss."""
     settings = samples["settings"]
     parts = [f"## What the models write\n\nEach variant's seed-0 model, {settings['tokens']} characters after a "
@@ -227,14 +224,14 @@ def samples_section(samples: dict, params: Params) -> str:
              f"seed {settings['seed']}): `blocklab sample <ablation>/<variant>` writes more.\n"]
     for key, sample in samples["samples"].items():
         ablation, variant = key.split("/")
-        label = params.spec(ablation, variant).label if ablation in params.ablations else variant
+        label = table.spec(ablation, variant).label if ablation in table.ablations else variant
         loss = "no finite loss" if sample["val_loss"] is None else f"validation loss {sample['val_loss']:.3f}"
         text = "(nothing: its weights are not finite)" if sample["text"] is None else sample["text"]
         parts.append(f"**{ablation}: {label}** ({sample['run']}, {loss})\n\n```text\n{text}\n```\n")
     return "\n".join(parts)
 
 
-def summary_markdown(params: Params, metrics: dict, reference: dict, figures: dict[str, dict[str, str]],
+def summary_markdown(table: RunTable, metrics: dict, reference: dict, figures: dict[str, dict[str, str]],
                      gradients: dict | None = None, gradient_figure: str | None = None,
                      claims: str | None = None, samples: dict | None = None, maps: list[str] | None = None) -> str:
     """reports/summary.md: the baselines, the claims' verdicts (`claims`, from `claims.verdicts_markdown`), then one
@@ -256,18 +253,18 @@ def summary_markdown(params: Params, metrics: dict, reference: dict, figures: di
     ]
     if claims is not None:
         parts.append(claims)
-    for name, ablation in params.ablations.items():
-        runs = runs_frame(params, name, metrics)
-        spec = params.spec(name, next(iter(ablation.variants)))
+    for name, ablation in table.ablations.items():
+        runs = runs_frame(table, name, metrics)
+        spec = ablation.specs[0]
         images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures[name].items())
         parts.append(
             f"## {name}\n\n{ablation.description}\n\nSetting of the first variant, {spec.label}: {_setting(spec)}.\n\n"
-            f"{variant_table(runs, reference, name, b, params.data.sha256)}\n\n"
+            f"{variant_table(runs, reference, name, b, table.corpus_sha256)}\n\n"
             f"**Finding.** {finding(runs, b, list(ablation.figures))}\n\n{images}\n"
         )
     parts += maps or []  # blocklab.analysis.maps.map_section: one per map
     if gradients is not None:
         parts.append(gradient_section(gradients, reference, gradient_figure))
     if samples is not None:
-        parts.append(samples_section(samples, params))
+        parts.append(samples_section(samples, table))
     return "\n".join(parts)

@@ -47,13 +47,13 @@ def _run(command: list[str], echo: Callable[..., None], quiet: bool = False) -> 
 def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click.secho) -> dict:
     """Train, check, draw and sample; returns what it found (verdicts, figure, samples, seconds)."""
     from blocklab.analysis.check import show, verdicts_over
-    from blocklab.params.schema import load_params
     from blocklab.analysis.reference import load_reference
     from blocklab.analysis.report import collect
+    from blocklab.analysis.run_table import read_run_table
 
     started = time.perf_counter()
-    params = load_params(params_file)
-    runs = sum(len(params.spec(a, v).seeds) for a in ABLATIONS for v in params.ablations[a].variants)
+    table = read_run_table(params_file)
+    runs = sum(len(table.ablations[a].runs()) for a in ABLATIONS)
     echo(f"blocklab demo: the lesson's table A ({', '.join(ABLATIONS)}: {runs} runs), trained through the pipeline, "
          f"then its findings checked\n", bold=True)
     _run(["blocklab", "prefetch", *STAGES, "--params", params_file], echo)
@@ -61,8 +61,8 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     trained = time.perf_counter() - started
 
     baselines = json.loads(Path("reports/baselines.json").read_text())
-    metrics, _ = collect(params, RUNS, baselines, only=set(ABLATIONS))
-    checked = verdicts_over("claims.yaml", metrics, None, RUNS, "reference.yaml", params)
+    metrics, _ = collect(table, RUNS, baselines, only=set(ABLATIONS))
+    checked = verdicts_over("claims.yaml", metrics, None, RUNS, "reference.yaml", table)
     decided = {cid: v for cid, v in checked.verdicts.items() if v["verdict"] != "not run yet"}
     echo(f"\nThe findings these {runs} runs decide ({len(decided)} of {len(checked.verdicts)} claims):\n", bold=True)
     show(checked, echo, not_run_details=False)
@@ -70,7 +70,7 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     from blocklab.analysis import plots
 
     OUT.mkdir(parents=True, exist_ok=True)
-    figures = plots.ablation_outputs(params_file, "placement", RUNS, metrics, OUT, load_reference("reference.yaml"))
+    figures = plots.ablation_outputs(table, "placement", RUNS, metrics, OUT, load_reference("reference.yaml"))
     figure = OUT / figures["loss"]
     (OUT / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     (OUT / "claims.json").write_text(json.dumps(decided, indent=1) + "\n")
@@ -83,7 +83,7 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     echo(f"\nWhat two of these models write ({SAMPLE_CHARACTERS} characters each, nanoGPT's sampling, seed "
          f"{settings.seed}):", bold=True)
     for run, words in SAMPLED.items():
-        directory = run_directory(params, RUNS, run)
+        directory = run_directory(table, RUNS, run)
         (samples[run],) = sample_run(directory, settings)
         loss = metrics["runs"][f"{run}/{directory.name}"]["val_loss"]
         echo(f"\n--- {run}/{directory.name} ({words}; validation loss {loss:.3f}) ---", fg="cyan")

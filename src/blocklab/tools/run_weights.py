@@ -8,19 +8,20 @@ import os
 from pathlib import Path
 
 from blocklab.errors import BlocklabError
-from blocklab.params.schema import Params, RunSpec
+from blocklab.analysis.run_table import RunTable
+from blocklab.params.schema import RunSpec
 from blocklab.records import run_dir
 from blocklab.run.results import MODEL_FILE, SAMPLE_FILE
 
 
-def run_directory(params: Params, runs_dir: Path, name: str) -> Path:
+def run_directory(table: RunTable, runs_dir: Path, name: str) -> Path:
     """The folder of the run `<ablation>/<variant>[/seed<k>]` (default: the ablation's first seed), with an
     error that says what to do where the name is unknown or the run is not trained yet."""
     parts = name.strip("/").split("/")
     if not 2 <= len(parts) <= 3:
         raise BlocklabError(f"'{name}' is not a run: name it <ablation>/<variant> or <ablation>/<variant>/seed<k>")
     ablation, variant = parts[:2]
-    spec = params.spec(ablation, variant)  # an unknown name: params' own error, with "did you mean"
+    spec = table.spec(ablation, variant)  # an unknown name: the table's own error, with "did you mean"
     seeds = spec.seeds
     seed = seeds[0]
     if len(parts) == 3:

@@ -41,7 +41,7 @@ and a claim over a null quantity fails, naming it.
 """
 
 from blocklab.analysis.claims.expressions import value_of
-from blocklab.analysis.claims.reports import LOSS, NOT_RUN, MissingResult, NotComparable, NotRunYet, Reports, planned_runs
+from blocklab.analysis.claims.reports import LOSS, NOT_RUN, MissingResult, NotComparable, NotRunYet, Reports
 from blocklab.analysis.claims.rules import (
     CLAIMS_FILE, EQUIVALENCE_CONFIDENCE, Compare, Exact, Monotone, Spread, Verdict, Within, check_claims, claims_count,
     load_claims,
@@ -50,5 +50,5 @@ from blocklab.analysis.claims.words import count_in_words, failing_in_words, mar
 
 __all__ = ["CLAIMS_FILE", "EQUIVALENCE_CONFIDENCE", "LOSS", "NOT_RUN", "Compare", "Exact", "MissingResult", "Monotone",
            "NotComparable", "NotRunYet", "Reports", "Spread", "Verdict", "Within", "check_claims", "claims_count",
-           "count_in_words", "failing_in_words", "load_claims", "marked_in_words", "planned_runs", "value_of",
+           "count_in_words", "failing_in_words", "load_claims", "marked_in_words", "value_of",
            "verdicts_markdown"]

@@ -13,7 +13,6 @@ from blocklab.analysis.intervals import Seeds
 from blocklab.analysis.maps import seed_best_lr, seed_max_trainable_lr, seed_sensitivities, trains
 from blocklab.analysis.reference import comparable
 from blocklab.errors import BlocklabError
-from blocklab.schedule.stages import stage_name
 
 LOSS = "train_loss_last25"
 NOT_RUN = "not run yet"
@@ -43,14 +42,14 @@ class Reports:
 
     def __init__(self, metrics: dict, gradients: dict | None, reference: dict | None = None, corpus: str | None = None,
                  runs_dir: Path | None = None, maps: dict | None = None, planned: dict[str, str] | None = None):
-        self.maps = maps or {}  # blocklab.analysis.maps.lr_groups(params): which cells each map variant's groups hold
+        self.maps = maps or {}  # blocklab.analysis.maps.lr_groups(table): which cells each map variant's groups hold
         self.runs = metrics.get("runs", {})
         self.baselines = metrics.get("baselines", {})
         self.gradients = gradients  # None: the gradients stage has not run here
         self.reference = reference or {}
         self.corpus = corpus
         self.runs_dir = None if runs_dir is None else Path(runs_dir)
-        # {run key: the DVC stage that trains it} for every run params.yaml plans (planned_runs(params)): a run
+        # {run key: the DVC stage that trains it} for every run params.yaml plans (RunTable.training_stages): a run
         # it plans that is missing has not run yet; one it does not plan is a broken claim
         self.planned = planned or {}
         self._curves: dict[str, list[dict]] = {}
@@ -182,10 +181,3 @@ class Reports:
 
 
 _NOT_IN_METRICS = "not in the metrics (made by `dvc repro`'s evaluate stage from every run)"
-
-
-def planned_runs(params) -> dict[str, str]:
-    """{run key: the DVC stage that trains it (`train@<ablation>`, `map@<map>`)} for every run of
-    params.yaml (blocklab.params.schema.Params)."""
-    return {spec.key(seed): stage_name(spec.ablation, is_map=spec.ablation in params.maps)
-            for spec, seed in params.runs()}
