@@ -154,6 +154,7 @@ def copy_project(dest: Path, corpus: Path) -> Project:
     project.run("git", "config", "user.name", "blocklab tests")
     project.run("git", "config", "user.email", "tests@blocklab.invalid")
     project.run("dvc", "init", "-q")
+    shutil.copytree(ROOT / ".dvc" / "plots", dest / ".dvc" / "plots")  # the plots' templates (dvc.yaml's `template:`)
     return project
 
 
@@ -196,29 +197,11 @@ def corpus(tmp_path) -> Path:
     return small_corpus(tmp_path / "corpus.txt")
 
 
-def plots_of(dvc_yaml: Path, params: dict) -> None:
-    """dvc.yaml's loss plots drawing only the variants `params` keeps (and the maps' lr plots their lines)."""
-    from blocklab.params.schema import parse_params
-    from blocklab.analysis.maps import lr_plot_columns
-    from blocklab.analysis.run_table import RunTable
-
-    pipeline = yaml.safe_load(dvc_yaml.read_text())
-    for entry in pipeline["plots"]:
-        for name, plot in (entry.items() if isinstance(entry, dict) else []):
-            if name.endswith("_lr"):
-                kept = lr_plot_columns(RunTable.of(parse_params(params)), name.removesuffix("_lr"))
-            else:
-                kept = params["ablations"][name.removesuffix("_loss")]["variants"]
-            plot["y"] = {table: [c for c in columns if c in kept] for table, columns in plot["y"].items()}
-    dvc_yaml.write_text(yaml.safe_dump(pipeline, sort_keys=False))
-
-
 def make_small_project(root: Path) -> Project:
     """The project on a small corpus with a tiny plan, committed, nothing run yet."""
     corpus = small_corpus(root / "corpus.txt")
     project = copy_project(root / "project", corpus)
     project.params = shrink(project.params, corpus)
-    plots_of(project.root / "dvc.yaml", project.params)
     (project.root / "claims.yaml").write_text(SMALL_PLAN_CLAIMS)
     project.commit("small plan")
     return project

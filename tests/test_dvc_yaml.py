@@ -1,6 +1,6 @@
-"""dvc.yaml keeps up with params.yaml: every ablation and every map trains in a stage written once for all of them
-(`foreach`), and has its plot, listing every variant. Adding an ablation or a variant is params.yaml (and
-claims.yaml for its findings); where dvc.yaml then lacks a plot, this test says exactly what to paste."""
+"""dvc.yaml keeps up with params.yaml by itself: every ablation and every map trains in a stage written once for all
+of them (`foreach`), and is drawn by a plot written once for all of them (a folder of long tables). Adding an
+ablation or a variant is params.yaml (and claims.yaml for its findings), nothing in dvc.yaml."""
 
 import pytest
 import yaml
@@ -9,40 +9,6 @@ from conftest import ROOT
 
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
 PIPELINE = yaml.safe_load((ROOT / "dvc.yaml").read_text())
-
-
-def map_plot(name: str) -> str:
-    return f"""  - {name}_lr:
-      title: "{name}: final validation loss against learning rate (seed mean per cell)"
-      template: linear
-      x: log10_lr
-      y:
-        reports/maps/{name}_lr.csv: [{", ".join(_map_lines(name))}]
-      x_label: log10 learning rate
-      y_label: validation loss (nats per character)
-"""
-
-
-def _map_lines(name: str) -> list[str]:
-    from blocklab.analysis.maps import lr_plot_columns
-    from blocklab.analysis.run_table import read_run_table
-
-    return lr_plot_columns(read_run_table(ROOT / "params.yaml"), name)
-
-
-def loss_plot(ablation: str, variants: list[str]) -> str:
-    return f"""  - {ablation}_loss:
-      title: "{ablation}: training loss (seed mean, 10-step mean)"
-      x: step
-      y:
-        reports/curves/{ablation}_loss.csv: [{", ".join(variants)}]
-      x_label: training step
-      y_label: loss (nats per character)
-"""
-
-
-def _plots() -> dict:
-    return {name: plot for entry in PIPELINE["plots"] if isinstance(entry, dict) for name, plot in entry.items()}
 
 
 def test_every_ablation_and_map_trains_in_one_stage_written_once_depending_on_what_its_keys_hash():
@@ -58,30 +24,28 @@ def test_every_ablation_and_map_trains_in_one_stage_written_once_depending_on_wh
     assert not [name for name in stages if name.startswith(("train_", "map_"))]
 
 
-@pytest.mark.parametrize("ablation", list(PARAMS["ablations"]))
-def test_every_ablation_has_a_loss_plot_listing_every_variant(ablation):
-    variants = list(PARAMS["ablations"][ablation]["variants"])
-    plot = _plots().get(f"{ablation}_loss")
-    message = f"dvc.yaml: add (or correct) this entry under `plots:`\n\n{loss_plot(ablation, variants)}"
-    assert plot is not None, message
-    assert plot == yaml.safe_load(loss_plot(ablation, variants))[0][f"{ablation}_loss"], message
+def test_every_plot_is_written_once_for_all_ablations_and_maps_and_names_no_variant():
+    """An ablation's loss curves and a map's lines against the learning rate are each one entry over a folder of
+    long tables, drawn by a template of .dvc/plots a line per variant: nothing to paste when params.yaml grows."""
+    plots = PIPELINE["plots"]
+    folders = {name: plot for entry in plots if isinstance(entry, dict) for name, plot in entry.items()}
+    assert set(folders) == {"reports/curves", "reports/maps/lr"}
+    for plot in folders.values():
+        assert (ROOT / ".dvc" / "plots" / f"{plot['template']}.json").is_file()
+    text = (ROOT / "dvc.yaml").read_text()
+    variants = {v for section in ("ablations", "maps") for plan in PARAMS.get(section, {}).values()
+                for v in plan["variants"]}
+    listed = {v for v in variants if f"[{v}," in text or f" {v}," in text or f", {v}]" in text}
+    assert not listed, f"dvc.yaml names variants: {sorted(listed)}"
 
 
-@pytest.mark.parametrize("name", list(PARAMS.get("maps", {})))
-def test_every_map_has_its_lr_plot_in_dvc_yaml(name):
-    plot = _plots().get(f"{name}_lr")
-    message = f"dvc.yaml: add (or correct) this entry under `plots:`\n\n{map_plot(name)}"
-    assert plot == yaml.safe_load(map_plot(name))[0][f"{name}_lr"], message
+def test_every_ablation_and_map_has_its_plot_table_with_every_variant():
+    import pandas as pd
 
-
-def test_no_plot_is_left_for_an_ablation_or_map_params_yaml_no_longer_has():
-    plotted = {name.removesuffix("_loss") for name in _plots() if name.endswith("_loss")}
-    assert plotted == set(PARAMS["ablations"])
-    assert {name.removesuffix("_lr") for name in _plots() if name.endswith("_lr")} == set(PARAMS.get("maps", {}))
-
-
-def test_the_check_prints_the_plot_to_add(monkeypatch):
-    monkeypatch.setitem(PARAMS["ablations"], "my_ablation", {"variants": {"a": {}, "b": {}}})
-    with pytest.raises(AssertionError) as unplotted:
-        test_every_ablation_has_a_loss_plot_listing_every_variant("my_ablation")
-    assert "reports/curves/my_ablation_loss.csv: [a, b]" in str(unplotted.value)
+    for ablation, plan in PARAMS["ablations"].items():
+        table = pd.read_csv(ROOT / "reports" / "curves" / f"{ablation}.csv")
+        assert list(dict.fromkeys(table["variant"])) == list(plan["variants"]), ablation
+    for name, plan in PARAMS.get("maps", {}).items():
+        if "lr" in plan["axes"].get("train", {}):
+            table = pd.read_csv(ROOT / "reports" / "maps" / "lr" / f"{name}.csv")
+            assert set(table["variant"]) <= set(plan["variants"]) and table["val_loss_mean"].notna().all(), name

@@ -85,10 +85,11 @@ def test_dvc_plots_diff_draws_both_revisions_loss_curves_in_one_page(experiment,
     project, _, name = experiment
     project.run("dvc", "plots", "diff", "HEAD", name, "-o", str(tmp_path / "plots"))
     page = (tmp_path / "plots" / "index.html").read_text()
-    assert "placement: training loss" in page
+    assert "reports/curves/placement.csv" in page and "training loss" in page
     rendered = json.loads(project.run("dvc", "plots", "diff", "HEAD", name, "--json").stdout)
-    revisions = {row["rev"] for row in rendered["data"]["placement_loss"][0]["content"]["data"]["values"]}
-    assert revisions == {"HEAD", name}
+    rows = rendered["data"]["reports/curves/placement.csv"][0]["content"]["data"]["values"]
+    assert {row["rev"] for row in rows} == {"HEAD", name}
+    assert {row["variant"] for row in rows} == set(project.params["ablations"]["placement"]["variants"])
 
 
 # `blocklab diff`: which findings the experiment moved, read through DVC's API from git revisions, a DVC

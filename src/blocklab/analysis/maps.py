@@ -202,32 +202,32 @@ def map_summary(table: RunTable, metrics: dict, tables: dict[str, pd.DataFrame] 
     return summary
 
 
-def lr_plot_columns(table: RunTable, name: str) -> list[str]:
-    """The columns of reports/maps/<map>_lr.csv that `dvc plots` draws: one line per `<variant>_<group>`."""
-    return [f"{variant.split('/')[1]}_{group}" for variant, groups in lr_groups(table).items()
-            if variant.split("/")[0] == name for group in groups]
-
-
 def lr_plot_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """Wide: one row per learning rate (with its log10, the axis `dvc plots` draws), one column of seed-mean
-    final validation loss per `<variant>_<group>`."""
-    wide = cells.assign(line=cells["variant"] + "_" + cells["group"]).pivot_table(
-        index=LR_FIELD, columns="line", values="val_loss_mean", sort=False)
-    wide = wide[list(dict.fromkeys(cells["variant"] + "_" + cells["group"]))].sort_index()
-    wide.insert(0, "log10_lr", [round(math.log10(lr), 6) for lr in wide.index])
-    return wide.reset_index().rename_axis(columns=None)
+    """What `dvc plots` draws of a map with an lr axis, a line per variant and group of cells: one row per
+    (variant, group, learning rate) where a seed recorded a final loss, with the rate's log10 (the axis it is
+    drawn on), the group's place in the map's grid, and the seed-mean final validation loss. Long, so that one definition in dvc.yaml draws every map's, whatever its variants."""
+    lines = cells.assign(
+        variant_order=cells["variant"].map({v: i for i, v in enumerate(dict.fromkeys(cells["variant"]))}),
+        group_index=cells["group"].map({g: i for i, g in enumerate(dict.fromkeys(cells["group"]))}),
+        log10_lr=[round(math.log10(lr), 6) for lr in cells[LR_FIELD]])
+    # a line ends where no seed recorded a final loss (every seed diverged): an empty cell would be drawn at 0
+    lines = lines[lines["val_loss_mean"].notna()].sort_values(["variant_order", "group_index", LR_FIELD], kind="stable")
+    return lines[["log10_lr", LR_FIELD, "variant", "label", "group", "group_index", "group_label", "val_loss_mean"]]
+
+
+LR_PLOTS = "lr"  # reports/maps/lr/<map>.csv: the lr plot's lines
 
 
 def write_tables(table: RunTable, metrics: dict, out_dir: Path) -> dict[str, pd.DataFrame]:
-    """reports/maps/<map>_cells.csv (every cell) and <map>_lr.csv (the lr plot's lines), per map."""
+    """reports/maps/<map>_cells.csv (every cell) and lr/<map>.csv (the lr plot's lines), per map."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / LR_PLOTS).mkdir(parents=True, exist_ok=True)
     tables = {}
     for name, entry in table.maps.items():
         cells = tables[name] = cell_table(map_runs_frame(table, name, metrics))
         cells.to_csv(out_dir / f"{name}_cells.csv", index=False, lineterminator="\n")
         if has_lr_axis(entry):
-            lr_plot_table(cells).to_csv(out_dir / f"{name}_lr.csv", index=False, lineterminator="\n")
+            lr_plot_table(cells).to_csv(out_dir / LR_PLOTS / f"{name}.csv", index=False, lineterminator="\n")
     return tables
 
 

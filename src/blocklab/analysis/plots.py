@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 
 from blocklab.analysis.intervals import half_width  # noqa: E402
 from blocklab.analysis.reference import published  # noqa: E402
-from blocklab.analysis.report import curves_frame, plot_table, runs_frame  # noqa: E402
+from blocklab.analysis.report import curve_table, curves_frame, runs_frame  # noqa: E402
 from blocklab.analysis.setting_words import shared_settings  # noqa: E402
 from blocklab.analysis.run_table import PlanEntry, RunTable  # noqa: E402
 
@@ -367,6 +367,5 @@ def ablation_outputs(table: RunTable, ablation: str, runs_dir: Path, metrics: di
                              reports_dir / "figures", marks)
     tables_dir = reports_dir / "curves"
     tables_dir.mkdir(parents=True, exist_ok=True)
-    plot_table(curves, "loss").to_csv(tables_dir / f"{ablation}_loss.csv", index=False)
-    plot_table(curves, "grad_norm").to_csv(tables_dir / f"{ablation}_grad_norm.csv", index=False)
+    curve_table(curves).to_csv(tables_dir / f"{ablation}.csv", index=False)
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}

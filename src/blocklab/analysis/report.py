@@ -88,11 +88,18 @@ def curves_frame(table: RunTable, ablation: str, runs_dir: Path) -> pd.DataFrame
     return pd.concat(frames, ignore_index=True)
 
 
-def plot_table(curves: pd.DataFrame, column: str = "loss", smoothing: int = 10) -> pd.DataFrame:
-    """Seed-mean, smoothed `column` per variant, one column per variant: what `dvc plots` draws."""
-    wide = curves.pivot_table(index="step", columns="variant", values=column, sort=False)
-    order = list(dict.fromkeys(curves["variant"]))
-    return wide[order].rolling(smoothing, min_periods=1).mean().reset_index()
+CURVE_FIELDS = ("loss", "grad_norm")  # what reports/curves/<ablation>.csv holds of each step
+
+
+def curve_table(curves: pd.DataFrame, smoothing: int = 10) -> pd.DataFrame:
+    """What `dvc plots` draws of an ablation, a line per variant: one row per (variant, step), the seed-mean
+    training loss and gradient norm, each a mean over the last `smoothing` steps. Long, so that one definition in
+    dvc.yaml draws every ablation's, whatever its variants."""
+    parts = []
+    for (variant, label), runs in curves.groupby(["variant", "label"], sort=False):
+        means = runs.groupby("step")[list(CURVE_FIELDS)].mean().rolling(smoothing, min_periods=1).mean()
+        parts.append(means.reset_index().assign(variant=variant, label=label))
+    return pd.concat(parts, ignore_index=True)[["step", "variant", "label", *CURVE_FIELDS]]
 
 
 def _mean_interval(values: pd.Series) -> str:
