@@ -35,12 +35,8 @@ def _runtime_nodes(tree: ast.AST):
         yield from _runtime_nodes(node)
 
 
-def _imported_modules(path: Path, function: str | None = None) -> set[str]:
+def _imported_modules(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
-    if function is not None:  # a `blocklab` subcommand: the imports of its function and of the CLI module
-        body = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function)
-        tree = ast.Module(body=[node for node in tree.body if not isinstance(node, ast.FunctionDef)] + [body],
-                          type_ignores=[])
     names = set()
     for node in _runtime_nodes(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("blocklab"):
@@ -51,16 +47,16 @@ def _imported_modules(path: Path, function: str | None = None) -> set[str]:
     return {name for name in names if "." in name and _file(name) is not None}
 
 
-def _closure(path: Path, function: str | None = None) -> set[str]:
+def _closure(path: Path) -> set[str]:
     """Project source files reached from `path` by imports, as paths relative to the repository."""
-    seen, todo = set(), [(path, function)]
+    seen, todo = set(), [path]
     while todo:
-        for module in _imported_modules(*todo.pop()):
+        for module in _imported_modules(todo.pop()):
             file = _file(module)
             relative = str(file.relative_to(ROOT))
             if relative not in seen:
                 seen.add(relative)
-                todo.append((file, None))
+                todo.append(file)
     return seen
 
 
@@ -71,8 +67,11 @@ def _stages():
         words = stage["cmd"].split()
         if words[0] == "python":
             yield name, {words[1]} | _closure(ROOT / words[1]), stage["deps"]
-        elif words[0] == "blocklab":
-            yield name, {"src/blocklab/cli.py"} | _closure(PACKAGE / "cli.py", function=words[1]), stage["deps"]
+        elif words[0] == "blocklab":  # the command's own module (blocklab.cli only finds it)
+            from blocklab.cli import COMMANDS
+
+            module = _file(COMMANDS[words[1]].split(":")[0])
+            yield name, {str(module.relative_to(ROOT))} | _closure(module), stage["deps"]
 
 
 RUN_PACKAGE = "src/blocklab/run"
@@ -111,7 +110,8 @@ def test_the_stages_that_do_not_train_do_not_import_torch():
     # Importing torch takes ~2 s; downloading, encoding, counting the baselines, evaluating, drawing, tracking and
     # checking need none.
     modules = ["params.schema", "run.data", "run.results", "analysis.baselines", "analysis.reference", "analysis.report",
-               "analysis.plots", "analysis.claims", "analysis.check", "tools.tracking", "cli"]
+               "analysis.plots", "analysis.claims", "analysis.check", "tools.tracking", "cli", "commands.check",
+               "commands.track"]
     code = "import sys\n" + "".join(f"import blocklab.{m}\n" for m in modules) + "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
@@ -127,7 +127,7 @@ def test_every_third_party_package_the_code_imports_is_declared_in_pyproject():
     declared = {re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].lower().replace("_", "-") for d in every}
     distributions = importlib.metadata.packages_distributions()
     imported = set()
-    for path in [*PACKAGE.glob("*.py"), *(ROOT / "stages").glob("*.py")]:
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "stages").glob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 imported.update(alias.name.split(".")[0] for alias in node.names)
@@ -146,3 +146,17 @@ def test_a_train_stages_name_says_what_it_trains_and_nothing_else_reads_as_one()
     assert train_stage("train@placement") == TrainStage("train@placement", "placement")
     assert train_stage("map@stability") == TrainStage("map@stability", "stability")
     assert [train_stage(name) for name in ("evaluate", "train", "train@", "report@x")] == [None] * 4
+
+
+def test_a_stage_that_runs_a_blocklab_command_depends_on_that_command_alone():
+    """Editing another command (`sample`'s help text, say) re-runs neither `check` nor `track`."""
+    from blocklab.cli import COMMANDS
+
+    commands = {str(_file(home.split(":")[0]).relative_to(ROOT)) for home in COMMANDS.values()}
+    for name, needed, deps in _stages():
+        stage_commands = commands & set(deps)
+        cmd = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][name]
+        words = cmd.get("do", cmd)["cmd"].split()
+        own = {str(_file(COMMANDS[words[1]].split(":")[0]).relative_to(ROOT))} if words[0] == "blocklab" else set()
+        assert stage_commands == own, (name, sorted(stage_commands))
+        assert "src/blocklab/cli.py" not in deps, name
