@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from blocklab.analysis.maps import map_summary, write_tables
-from blocklab.analysis.report import collect, variant_summary
+from blocklab.analysis.runs import collect, variant_summary
 from blocklab.analysis.run_table import read_run_table
 from blocklab.errors import reports_errors
 from blocklab.options import params_option

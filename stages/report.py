@@ -12,7 +12,7 @@ from blocklab.analysis import map_plots, plots
 from blocklab.analysis.claims import load_claims, verdicts_markdown
 from blocklab.analysis.maps import map_section
 from blocklab.analysis.reference import load_reference
-from blocklab.analysis.report import summary_markdown
+from blocklab.analysis.summary import summary_markdown
 from blocklab.analysis.run_table import read_run_table
 from blocklab.errors import reports_errors
 from blocklab.options import params_option

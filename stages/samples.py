@@ -13,7 +13,7 @@ from blocklab.json_files import write_json
 from blocklab.records import read_metrics, run_dir
 from blocklab.run.results import SAMPLE_FILE
 from blocklab.run.sample import PROMPT, RECORDED_CHARACTERS, SEED, TEMPERATURE, TOP_K
-from blocklab.schedule.stages import stage_name
+from blocklab.schedule.train_stages import stage_name
 
 
 @click.command()

@@ -17,7 +17,7 @@ from blocklab.run.data import load_corpus
 from blocklab.schedule.cluster import scheduler_address
 from blocklab.schedule.plan import planned_runs, stage_runs
 from blocklab.schedule.run_store import RunKeys, RunStore
-from blocklab.schedule.stages import STORE_DIR
+from blocklab.schedule.train_stages import STORE_DIR
 
 
 @click.command()

@@ -38,14 +38,14 @@ SMALL_PLAN_CLAIMS = """
 claims:
   - id: uniform_is_ln_v
     claim: The uniform baseline of the 28-character corpus is ln 28.
-    kind: check
+    kind: invariant
     rule: within
     value: baseline("uniform")
     expected: 3.33220451
     tolerance: 0.000001
   - id: one_layer_parameters
     claim: A 1-layer TinyLM over 28 characters with context 16 has 54,748 parameters.
-    kind: check
+    kind: invariant
     rule: exact
     value: metric("placement/pre/seed0", "n_params")
     expected: 54748

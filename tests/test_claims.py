@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from blocklab.analysis.claims import (
-    Compare, Exact, MissingResult, Monotone, NotRunYet, Reports, Spread, Within, check_claims, claims_count, count_in_words,
+    Compare, Exact, MissingResult, Monotone, NotRunYet, Evidence, Spread, Within, check_claims, claims_count, count_in_words,
     failing_in_words, value_of,
     load_claims, verdicts_markdown,
 )
@@ -23,25 +23,25 @@ METRICS = {
     },
 }
 GRADIENTS = {"pre/with": {"1": 0.0333, "4": 0.044, "12": 0.103}, "pre/without": {"1": 0.0044, "4": 0.0051, "12": 0.0053}}
-REPORTS = Reports(METRICS, GRADIENTS)
+EVIDENCE = Evidence(METRICS, GRADIENTS)
 
 
 def verdict(claim) -> bool:
-    return claim.check(REPORTS).ok
+    return claim.check(EVIDENCE).ok
 
 
 def test_expressions_read_runs_seed_means_baselines_and_gradients():
-    assert value_of('loss("placement/pre/seed0")', REPORTS) == 2.13
-    assert value_of('mean("placement/pre")', REPORTS).estimate().mean == pytest.approx(2.14)
-    assert value_of('seeds("placement/post", "val_loss")', REPORTS) == [3.4, 3.4]
-    assert value_of('baseline("unigram") - 0.5', REPORTS) == pytest.approx(2.8)
-    assert value_of('grad("pre/with", 4) / grad("pre/without", 4)', REPORTS) == pytest.approx(0.044 / 0.0051)
-    assert value_of('grads("pre/with")', REPORTS) == [0.0333, 0.044, 0.103]
+    assert value_of('loss("placement/pre/seed0")', EVIDENCE) == 2.13
+    assert value_of('mean("placement/pre")', EVIDENCE).estimate().mean == pytest.approx(2.14)
+    assert value_of('seeds("placement/post", "val_loss")', EVIDENCE) == [3.4, 3.4]
+    assert value_of('baseline("unigram") - 0.5', EVIDENCE) == pytest.approx(2.8)
+    assert value_of('grad("pre/with", 4) / grad("pre/without", 4)', EVIDENCE) == pytest.approx(0.044 / 0.0051)
+    assert value_of('grads("pre/with")', EVIDENCE) == [0.0333, 0.044, 0.103]
 
 
 def test_an_expression_may_not_call_anything_else():
     with pytest.raises(Exception, match="cannot evaluate"):
-        value_of('__import__("os").getcwd()', REPORTS)
+        value_of('__import__("os").getcwd()', EVIDENCE)
 
 
 @pytest.mark.parametrize("expected, holds", [(2.13, True), (2.125, True), (2.15, False)])
@@ -75,7 +75,7 @@ def test_relation_between_runs():
 def test_monotone_trend():
     assert verdict(Monotone(id="a", claim="", kind="finding", rule="monotone", values='grads("pre/with")', direction="increasing"))
     assert not verdict(Monotone(id="a", claim="", kind="finding", rule="monotone", values='grads("pre/with")', direction="decreasing"))
-    bumpy = Reports(METRICS, {"pre/with": {"1": 0.03, "4": 0.05, "12": 0.04}})
+    bumpy = Evidence(METRICS, {"pre/with": {"1": 0.03, "4": 0.05, "12": 0.04}})
     assert not Monotone(id="a", claim="", kind="finding", rule="monotone", values='grads("pre/with")',
                         direction="increasing").check(bumpy).ok
 
@@ -93,12 +93,12 @@ def test_spread_within_a_factor():
 
 
 def test_std_is_the_seed_standard_deviation_and_needs_two_seeds():
-    assert value_of('std("placement/pre")', REPORTS) == pytest.approx(0.0141421, abs=1e-6)
-    one_seed = Reports({"runs": {"residual/with/seed0": {"train_loss_last25": 2.2}}}, {})
+    assert value_of('std("placement/pre")', EVIDENCE) == pytest.approx(0.0141421, abs=1e-6)
+    one_seed = Evidence({"runs": {"residual/with/seed0": {"train_loss_last25": 2.2}}}, {})
     assert value_of('std("residual/with")', one_seed) is None
 
 
-WITH_A_DIVERGED_RUN = Reports({**METRICS, "runs": {**METRICS["runs"], "placement/pre/seed1": {
+WITH_A_DIVERGED_RUN = Evidence({**METRICS, "runs": {**METRICS["runs"], "placement/pre/seed1": {
     "train_loss_last25": None, "val_loss": None, "n_params": 310465}}}, GRADIENTS)
 
 
@@ -121,7 +121,7 @@ def test_a_claim_over_a_value_a_run_did_not_record_fails_and_does_not_raise(clai
 def test_a_missing_run_is_an_error_naming_the_run_not_a_failed_claim():
     claim = Within(id="a", claim="", kind="finding", rule="within", value='loss("placement/gone/seed0")', expected=1, tolerance=1)
     with pytest.raises(MissingResult, match="run 'placement/gone/seed0' is not in reports/metrics.json"):
-        check_claims([claim], REPORTS)
+        check_claims([claim], EVIDENCE)
 
 
 def test_the_repository_claims_file_is_valid_and_covers_table_a_and_b():
@@ -158,7 +158,7 @@ def write_reports(tmp_path, metrics, gradients=GRADIENTS):
 def test_check_passes_and_writes_the_verdicts(tmp_path):
     result = CliRunner().invoke(main, ["check", *write_reports(tmp_path, METRICS)])
     assert result.exit_code == 0, result.output
-    assert "2 of 2 findings hold; 0 of 0 checks exact" in result.output
+    assert "2 of 2 findings hold; 0 of 0 invariants hold" in result.output
     written = json.loads((tmp_path / "claims.json").read_text())
     assert written["post_collapses"] == {"ok": True, "measured": [3.31, 3.29], "expected": "3.3 ± 0.05",
                                          "verdict": "holds", "kind": "finding", "interval": None, "statistic": None,
@@ -178,10 +178,10 @@ def test_a_failing_claim_is_recorded_listed_first_in_words_and_exits_0(tmp_path)
     assert first_lines[0] == "1 claims fail or are inconclusive:"
     assert first_lines[1] == ("  - [fails] post_collapses: Post-norm collapses on every seed. Measured [3.31, 2.2], "
                               "expected 3.3 ± 0.05.")
-    assert "1 of 2 findings hold, 1 fail; 0 of 0 checks exact" in result.output
+    assert "1 of 2 findings hold, 1 fail; 0 of 0 invariants hold" in result.output
     assert json.loads((tmp_path / "claims.json").read_text())["post_collapses"]["ok"] is False
     assert json.loads((tmp_path / "claims_count.json").read_text()) == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 1, "findings_not_comparable": 0,
-        "findings_total": 2, "checks_exact": 0, "checks_total": 0}
+        "findings_total": 2, "invariants_hold": 0, "invariants_total": 0}
 
 
 def test_check_strict_exits_1_when_a_claim_fails_and_0_when_all_hold(tmp_path):
@@ -213,8 +213,8 @@ def test_the_summary_lists_the_failing_claims_first_in_words():
                      expected='baseline("unigram")', tolerance=0.05),
               Compare(id="pre_learns", claim="Pre-norm learns.", kind="finding", rule="compare", left='mean("placement/pre")', op="<",
                       right=1)]
-    text = verdicts_markdown(claims, check_claims(claims, REPORTS))
-    assert text.startswith("## Claims: 1 of 2 findings hold, 1 fail; 0 of 0 checks exact\n")
+    text = verdicts_markdown(claims, check_claims(claims, EVIDENCE))
+    assert text.startswith("## Claims: 1 of 2 findings hold, 1 fail; 0 of 0 invariants hold\n")
     assert text.index("- [fails] pre_learns: Pre-norm learns. Measured 2.14, expected < 1; interval of left - right") \
         < text.index("| post_collapses")
 
@@ -238,7 +238,7 @@ def test_a_claim_whose_runs_have_not_run_here_is_listed_not_run_yet_with_the_com
     assert result.exit_code == 0, result.output
     assert "1 claims not run yet here; what would run them:" in result.output
     assert "dvc repro  " in result.output and "1 claims: pre_learns" in result.output
-    assert "1 of 2 findings hold; 0 of 0 checks exact; 1 claims not run yet" in result.output
+    assert "1 of 2 findings hold; 0 of 0 invariants hold; 1 claims not run yet" in result.output
     written = json.loads((tmp_path / "claims.json").read_text())  # --out given: recorded as they are
     assert written["pre_learns"]["verdict"] == "not run yet" and written["pre_learns"]["command"] == "dvc repro"
     assert written["post_collapses"]["verdict"] == "holds"
@@ -287,7 +287,7 @@ def test_a_failing_claim_marked_known_to_fail_is_recorded_and_passes_strict_an_u
     assert "Known to fail: measured 2.2 on seed 1 (why)" in marked.output
     assert json.loads((tmp_path / "claims.json").read_text())["post_collapses"]["ok"] is False
     assert json.loads((tmp_path / "claims_count.json").read_text()) == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 1, "findings_not_comparable": 0,
-        "findings_total": 2, "checks_exact": 0, "checks_total": 0}
+        "findings_total": 2, "invariants_hold": 0, "invariants_total": 0}
     unmarked = CliRunner().invoke(main, ["check", "--strict", *marked_reports(tmp_path, broken, mark_post=False)])
     assert unmarked.exit_code == 1
 
@@ -297,7 +297,7 @@ def test_a_claim_marked_known_to_fail_that_holds_is_reported(tmp_path):
     assert result.exit_code == 0
     assert result.output.startswith("1 claims marked known_to_fail now hold (remove the mark?):\n  - post_collapses")
     claims = load_claims(tmp_path / "claims.yaml")
-    text = verdicts_markdown(claims, check_claims(claims, REPORTS))
+    text = verdicts_markdown(claims, check_claims(claims, EVIDENCE))
     assert "**Marked `known_to_fail` but hold on this run (1):**" in text
 
 
@@ -338,7 +338,7 @@ NOISY = {"baselines": METRICS["baselines"], "runs": {
 
 def test_a_comparison_whose_interval_straddles_zero_is_inconclusive_and_says_how_many_seeds_would_decide_it():
     claim = Compare(id="a", claim="", kind="finding", rule="compare", left='mean("a/y")', op="<", right='mean("a/x")')
-    found = claim.check(Reports(NOISY, {}))
+    found = claim.check(Evidence(NOISY, {}))
     assert found.verdict == "inconclusive" and found.seeds_needed and found.seeds_needed > 3
     lo, hi = found.interval
     assert lo < 0 < hi and found.statistic == "paired t, 3 seeds, 95% interval"
@@ -347,10 +347,10 @@ def test_a_comparison_whose_interval_straddles_zero_is_inconclusive_and_says_how
 def test_within_is_an_equivalence_test_a_wide_interval_is_not_equivalence():
     close_but_noisy = Within(id="a", claim="", kind="finding", rule="within", value='mean("a/x")', expected=2.2,
                              tolerance=0.05)
-    assert close_but_noisy.check(Reports(NOISY, {})).verdict == "inconclusive"  # mean on target, 90% interval +-0.17
-    assert Within(**{**close_but_noisy.model_dump(), "tolerance": 0.2}).check(Reports(NOISY, {})).verdict == "holds"
+    assert close_but_noisy.check(Evidence(NOISY, {})).verdict == "inconclusive"  # mean on target, 90% interval +-0.17
+    assert Within(**{**close_but_noisy.model_dump(), "tolerance": 0.2}).check(Evidence(NOISY, {})).verdict == "holds"
     far = Within(**{**close_but_noisy.model_dump(), "expected": 3.5})
-    assert far.check(Reports(NOISY, {})).verdict == "fails"
+    assert far.check(Evidence(NOISY, {})).verdict == "fails"
 
 
 def test_strict_fails_on_an_inconclusive_finding(tmp_path):
@@ -371,9 +371,9 @@ REFERENCE = {"table_a": {"corpus": "aaaa", "figures": {"placement/pre/seed0": 2.
 def test_a_claim_against_a_figure_published_on_another_corpus_is_not_comparable(corpus, verdict):
     published = Within(id="a", claim="", kind="finding", rule="within", value='loss("placement/pre/seed0")',
                        expected='published("table_a", "placement/pre/seed0")', tolerance=0.01)
-    probe = Within(id="b", claim="", kind="check", rule="within", value='grad("pre/with", 1)',
+    probe = Within(id="b", claim="", kind="invariant", rule="within", value='grad("pre/with", 1)',
                    expected='published("table_b", "pre/with/1")', tolerance=0.01, relative=True)
-    verdicts = check_claims([published, probe], Reports(METRICS, GRADIENTS, REFERENCE, corpus))
+    verdicts = check_claims([published, probe], Evidence(METRICS, GRADIENTS, REFERENCE, corpus))
     assert verdicts["a"]["verdict"] == verdict
     assert verdicts["b"]["verdict"] == "holds"  # an untrained probe applies on any corpus
     assert claims_count(verdicts)["findings_not_comparable"] == (verdict == "not comparable")
@@ -381,17 +381,17 @@ def test_a_claim_against_a_figure_published_on_another_corpus_is_not_comparable(
 
 
 def test_findings_and_checks_are_counted_apart():
-    claims = [Exact(id="count", claim="", kind="check", rule="exact", value='metric("placement/pre/seed0", "n_params")',
+    claims = [Exact(id="count", claim="", kind="invariant", rule="exact", value='metric("placement/pre/seed0", "n_params")',
                     expected=310465),
               Compare(id="learns", claim="", kind="finding", rule="compare", left='seeds("placement/pre")', op="<",
                       right=3)]
-    count = claims_count(check_claims(claims, REPORTS))
+    count = claims_count(check_claims(claims, EVIDENCE))
     assert count == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 0, "findings_not_comparable": 0,
-                     "findings_total": 1, "checks_exact": 1, "checks_total": 1}
-    assert count_in_words(count) == "1 of 1 findings hold; 1 of 1 checks exact"
+                     "findings_total": 1, "invariants_hold": 1, "invariants_total": 1}
+    assert count_in_words(count) == "1 of 1 findings hold; 1 of 1 invariants hold"
 
 
-def _curves(tmp_path, losses: dict[str, list[list[float]]]) -> Reports:
+def _curves(tmp_path, losses: dict[str, list[list[float]]]) -> Evidence:
     """Runs of variants `x/<name>` whose curve.csv has the training losses given, one list per seed."""
     runs = {}
     for name, per_seed in losses.items():
@@ -401,7 +401,7 @@ def _curves(tmp_path, losses: dict[str, list[list[float]]]) -> Reports:
             rows = [f"{step},{loss},1.0,0.001,{'' if step % 2 else loss + 0.1}" for step, loss in enumerate(values, 1)]
             (folder / "curve.csv").write_text("step,loss,grad_norm,lr,val_loss\n" + "\n".join(rows) + "\n")
             runs[f"x/{name}/seed{seed}"] = {"train_loss_last25": values[-1]}
-    return Reports({"runs": runs}, {}, runs_dir=tmp_path / "runs")
+    return Evidence({"runs": runs}, {}, runs_dir=tmp_path / "runs")
 
 
 def test_window_and_at_read_a_curve_per_seed_and_pair_variants_by_seed(tmp_path):
@@ -424,8 +424,20 @@ def test_a_curve_window_with_no_step_or_no_curve_is_a_broken_pipeline_not_a_verd
     with pytest.raises(MissingResult, match="no 'loss' at the steps asked for"):
         value_of('window("x/pre", 10, 20)', reports)
     with pytest.raises(MissingResult, match="has no curve"):
-        value_of('window("x/pre", 1, 2)', Reports({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}))
-    planned = Reports({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}, planned={"x/pre/seed0": "train_x"})
+        value_of('window("x/pre", 1, 2)', Evidence({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}))
+    planned = Evidence({"runs": {"x/pre/seed0": {"train_loss_last25": 2.0}}}, {}, planned={"x/pre/seed0": "train_x"})
     with pytest.raises(NotRunYet, match="its curve is not here") as raised:  # planned but not run here: not broken
         value_of('window("x/pre", 1, 2)', planned)
     assert raised.value.command == "dvc repro train_x"
+
+
+def test_a_claim_of_the_former_kind_check_reads_as_an_invariant_with_one_notice(tmp_path, capfd):
+    """`check` is the command; the deterministic kind of claim is `invariant`, and a claims file written before the
+    rename still reads."""
+    from blocklab.analysis.claims import rules
+
+    rules._said.clear()
+    written = [Within(id=f"p{i}", claim="", kind="check", rule="within", value=1.0, expected=1.0, tolerance=0.1)
+               for i in range(2)]
+    assert [claim.kind for claim in written] == ["invariant", "invariant"]
+    assert capfd.readouterr().err.count("kind `check` is now `invariant`") == 1

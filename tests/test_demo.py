@@ -19,7 +19,7 @@ def test_demo_trains_table_a_through_dvc_checks_its_findings_and_a_later_repro_c
     # the small plan: 2 variants of each ablation, placement 2 seeds, residual 1; its claims: a finding and a check over placement's
     # runs, and a check of the baselines
     assert "The findings these 6 runs decide (3 of 3 claims)" in out
-    assert "pre_norm_learns" in out and "1 of 1 findings hold; 2 of 2 checks exact" in out
+    assert "pre_norm_learns" in out and "1 of 1 findings hold; 2 of 2 invariants hold" in out
     assert "--- placement/post/seed0 (post-norm at lr 1e-2, collapsed; validation loss" in out
     assert "--- placement/pre/seed0 (pre-norm at lr 1e-2, healthy; validation loss" in out
     assert (project.root / "data/demo/figures/placement_loss.png").stat().st_size > 10_000

@@ -2,7 +2,6 @@
 of them (`foreach`), and is drawn by a plot written once for all of them (a folder of long tables). Adding an
 ablation or a variant is params.yaml (and claims.yaml for its findings), nothing in dvc.yaml."""
 
-import pytest
 import yaml
 
 from conftest import ROOT

@@ -35,7 +35,7 @@ def test_an_experiment_that_breaks_a_claim_exits_0_reruns_only_its_stages_and_re
     assert verdicts["pre_norm_learns"]["ok"] is False and verdicts["uniform_is_ln_v"]["ok"] is True
     assert json.loads((project.root / "reports" / "claims_count.json").read_text()) == {
         "findings_hold": 0, "findings_inconclusive": 0, "findings_fail": 1, "findings_not_comparable": 0,
-        "findings_total": 1, "checks_exact": 2, "checks_total": 2}
+        "findings_total": 1, "invariants_hold": 2, "invariants_total": 2}
     summary = (project.root / "reports" / "summary.md").read_text()
     assert summary.index("**Fail or are inconclusive (1):**\n\n- [fails] pre_norm_learns: Pre-norm ends below") \
         < summary.index("## placement")
@@ -56,7 +56,7 @@ def test_dvc_exp_show_lists_at_most_six_metric_columns_per_variant_and_the_claim
         shown = {c.split(".", 1)[1] for c in metric_columns if c.split(".")[0] == variant}
         # one seed has no interval: DVC leaves out a null
         assert shown == (STATISTICS if len(seeds) > 1 else STATISTICS - {"val_loss_ci95", "train_loss_ci95"}), variant
-    assert {"findings_hold", "findings_total", "checks_exact", "checks_total"} <= set(columns)
+    assert {"findings_hold", "findings_total", "invariants_hold", "invariants_total"} <= set(columns)
     # The lesson's eight ablations, at six columns per variant: at most 190 metric columns (there were ~1,100).
     default = yaml.safe_load((ROOT / "params.yaml").read_text())["ablations"]
     lesson = ["placement", "residual", "warmup", "residual_depth", "ffn_mult", "ffn_matched", "depth", "activation"]

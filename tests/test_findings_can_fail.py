@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from blocklab.analysis.claims import Reports, check_claims, load_claims
+from blocklab.analysis.claims import Evidence, check_claims, load_claims
 from blocklab.analysis.maps import lr_groups
 from blocklab.analysis.reference import load_reference
 from blocklab.analysis.run_table import read_run_table
@@ -29,7 +29,7 @@ def around(mean: float, spread: float = 0.002):
     return lambda n: [mean + spread * ((i % 3) - 1) for i in range(n)]
 
 
-def reports(overrides: dict, runs_dir: Path | None = None) -> Reports:
+def evidence(overrides: dict, runs_dir: Path | None = None) -> Evidence:
     """Every run params.yaml defines at a loss of 2.2, but the variants (or single runs) in `overrides`. A
     variant given as `Curve` also gets a curve.csv under `runs_dir`: early and late training losses."""
     runs = {}
@@ -55,7 +55,7 @@ def reports(overrides: dict, runs_dir: Path | None = None) -> Reports:
         if key.count("/") == 2 and not isinstance(value, Cell):  # one run
             runs[key] = {field: value for field in FIELDS}
     metrics = {"baselines": {"unigram": UNIGRAM, "unigram_val": 3.35, "uniform": 4.174}, "runs": runs}
-    return Reports(metrics, {}, REFERENCE, PLAN.corpus_sha256, runs_dir, lr_groups(PLAN))
+    return Evidence(metrics, {}, REFERENCE, PLAN.corpus_sha256, runs_dir, lr_groups(PLAN))
 
 
 class Cell:
@@ -296,8 +296,8 @@ def test_every_finding_has_made_up_results_that_make_it_hold_and_fail():
 def test_a_finding_holds_on_results_that_satisfy_it_and_fails_on_results_that_break_it(finding, tmp_path):
     holding, failing = CASES[finding]
     claim = FINDINGS[finding]
-    assert check_claims([claim], reports(holding, tmp_path / "holds"))[finding]["verdict"] == "holds"
-    assert check_claims([claim], reports(failing, tmp_path / "fails"))[finding]["verdict"] == "fails"
+    assert check_claims([claim], evidence(holding, tmp_path / "holds"))[finding]["verdict"] == "holds"
+    assert check_claims([claim], evidence(failing, tmp_path / "fails"))[finding]["verdict"] == "fails"
 
 
 def test_no_check_reads_a_training_result_and_no_finding_is_deterministic():

@@ -36,7 +36,7 @@ def _stages_run(output: str) -> list[str]:
 def test_a_changed_analysis_module_re_derives_every_report_on_a_fresh_clone_training_nothing(fresh_clone):
     clone = fresh_clone
     committed = {p: p.read_bytes() for p in (clone.root / "reports").rglob("*") if p.is_file()}
-    for module in ("analysis/report.py", "analysis/plots.py"):  # a line outside the code that computes a run
+    for module in ("analysis/runs.py", "analysis/plots.py"):  # a line outside the code that computes a run
         with open(clone.root / "src/blocklab" / module, "a") as f:
             f.write("# a changed line\n")
     started = time.perf_counter()
@@ -53,7 +53,7 @@ def test_a_changed_analysis_module_re_derives_every_report_on_a_fresh_clone_trai
     assert not changed, changed  # every report as committed, byte for byte
     status = clone.run("git", "status", "--porcelain").stdout.split("\n")
     assert sorted(line[3:] for line in status if line) == ["dvc.lock", "src/blocklab/analysis/plots.py",
-                                                         "src/blocklab/analysis/report.py"]
+                                                         "src/blocklab/analysis/runs.py"]
 
     # blocklab check decides every finding there as the committed verdicts do, from the records' curves
     clone.run("blocklab", "check", "--out", "verdicts.json")

@@ -6,7 +6,7 @@ import math
 import pytest
 from scipy import stats
 
-from blocklab.analysis.claims import Reports, value_of
+from blocklab.analysis.claims import Evidence, value_of
 from blocklab.analysis.intervals import Estimate, Seeds, half_width
 
 A = {0: 2.21, 1: 2.25, 2: 2.19, 3: 2.24}
@@ -57,7 +57,7 @@ def test_seeds_to_decide_is_the_first_count_whose_half_width_beats_the_margin():
 
 
 def test_claims_expressions_pair_variants_by_seed_and_keep_numbers_numbers():
-    reports = Reports({"runs": {f"x/{v}/seed{s}": {"train_loss_last25": values[s]}
+    reports = Evidence({"runs": {f"x/{v}/seed{s}": {"train_loss_last25": values[s]}
                                 for v, values in (("a", A), ("b", B)) for s in values}}, {})
     difference = value_of('mean("x/a") - mean("x/b")', reports)
     assert difference.paired and difference.values == {s: A[s] - B[s] for s in A}

@@ -316,11 +316,11 @@ def test_a_map_figure_against_the_learning_rate_needs_an_lr_axis():
 
 
 def test_claims_read_a_groups_best_learning_rate_per_seed_and_take_log10_of_it():
-    from blocklab.analysis.claims import Compare, Reports, value_of
+    from blocklab.analysis.claims import Compare, Evidence, value_of
 
     params = parse_params(a_map())
     runs = made_up_runs(params, fragile_post)
-    reports = Reports({"runs": runs}, {}, maps=lr_groups(RunTable.of(params)))
+    reports = Evidence({"runs": runs}, {}, maps=lr_groups(RunTable.of(params)))
     best = value_of('best_lr("m/pre", "w0")', reports)
     assert best.values == {0: 0.01, 1: 0.01}
     assert value_of('log10(best_lr("m/pre", "w0"))', reports).values == pytest.approx({0: -2.0, 1: -2.0})

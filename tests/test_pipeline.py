@@ -12,7 +12,7 @@ from blocklab.run.numerics import vendor_family
 from blocklab.analysis.claims import load_claims
 from blocklab.params.schema import load_params
 from blocklab.records import read_metrics
-from blocklab.schedule.stages import stage_name
+from blocklab.schedule.train_stages import stage_name
 
 from conftest import ROOT, SHARED_CORPUS, copy_project
 
@@ -29,7 +29,7 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     assert [s for s in ran if s not in ("samples", "weights")][-4:] == ["evaluate", "check", "report", "track"]
     assert "weights" in ran and "fingerprint" in ran  # what `blocklab audit` and `blocklab fingerprint` compare with
     assert ran.index("samples") < ran.index("report")  # lists the verdicts and shows the samples
-    assert "1 of 1 findings hold; 2 of 2 checks exact" in result.stdout
+    assert "1 of 1 findings hold; 2 of 2 invariants hold" in result.stdout
     metrics = json.loads((small_project.root / "reports" / "metrics.json").read_text())
 
     params = small_project.params
@@ -50,7 +50,7 @@ def test_dvc_repro_on_a_small_corpus_writes_every_report(reproduced_project):
     assert "pre-norm" in summary and "unigram entropy" in summary and "**Finding.**" in summary
     count = json.loads((small_project.root / "reports" / "claims_count.json").read_text())
     # other tests' experiments may have broken a claim since the first repro
-    assert count["findings_total"] == 1 and count["checks_total"] == 2
+    assert count["findings_total"] == 1 and count["invariants_total"] == 2
     assert f"## Claims: {count['findings_hold']} of 1 findings hold" in summary
     # another corpus than the one table A and the ladder were published on: no published column
     assert "| published" not in summary and "3.341 (seed 0)" not in summary

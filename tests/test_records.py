@@ -112,7 +112,7 @@ def test_every_committed_record_holds_the_settings_params_yaml_resolves_to_today
     resolves to, and hold no run the plan no longer has."""
     from blocklab.params.schema import load_params
     from blocklab.schedule.plan import record_settings
-    from blocklab.schedule.stages import RECORDS_DIR
+    from blocklab.schedule.train_stages import RECORDS_DIR
 
     root = Path(__file__).resolve().parents[1]
     runs = load_params(root / "params.yaml").runs()

@@ -109,7 +109,7 @@ def test_a_stage_depends_on_no_project_module_its_command_does_not_import(name, 
 def test_the_stages_that_do_not_train_do_not_import_torch():
     # Importing torch takes ~2 s; downloading, encoding, counting the baselines, evaluating, drawing, tracking and
     # checking need none.
-    modules = ["params.schema", "run.data", "run.results", "analysis.baselines", "analysis.reference", "analysis.report",
+    modules = ["params.schema", "run.data", "run.results", "analysis.baselines", "analysis.reference", "analysis.runs", "analysis.summary",
                "analysis.plots", "analysis.claims", "analysis.check", "tools.tracking", "cli", "commands.check",
                "commands.track"]
     code = "import sys\n" + "".join(f"import blocklab.{m}\n" for m in modules) + "print('torch' in sys.modules)"
@@ -140,7 +140,7 @@ def test_every_third_party_package_the_code_imports_is_declared_in_pyproject():
 
 
 def test_a_train_stages_name_says_what_it_trains_and_nothing_else_reads_as_one():
-    from blocklab.schedule.stages import TrainStage, stage_name, train_stage
+    from blocklab.schedule.train_stages import TrainStage, stage_name, train_stage
 
     assert stage_name("placement") == "train@placement" and stage_name("stability", is_map=True) == "map@stability"
     assert train_stage("train@placement") == TrainStage("train@placement", "placement")

@@ -16,7 +16,7 @@ from typing import Callable
 import click
 
 from blocklab.analysis.claims import (
-    NOT_RUN, MissingResult, Reports, check_claims, claims_count, count_in_words, failing_in_words, load_claims,
+    NOT_RUN, MissingResult, Evidence, check_claims, claims_count, count_in_words, failing_in_words, load_claims,
     marked_in_words,
 )
 from blocklab.analysis.maps import lr_groups
@@ -65,10 +65,10 @@ def verdicts_over(claims_file: str | Path, metrics: dict, gradients: dict | None
     try:
         claims = load_claims(claims_file)
         reference = load_reference(reference_file)
-        reports = Reports(metrics, gradients, reference, None if table is None else table.corpus_sha256,
+        evidence = Evidence(metrics, gradients, reference, None if table is None else table.corpus_sha256,
                           runs_dir if runs_dir is not None and runs_dir.is_dir() else None,
                           {} if table is None else lr_groups(table), {} if table is None else table.training_stages())
-        return Checked(claims, check_claims(claims, reports))
+        return Checked(claims, check_claims(claims, evidence))
     except MissingResult as err:  # a run params.yaml does not plan
         raise BrokenPipeline(f"cannot check the claims: {err}") from None
     except BlocklabError as err:  # a malformed claims file, reference or params, or an expression that cannot be evaluated

@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 
 from blocklab.analysis.intervals import half_width  # noqa: E402
 from blocklab.analysis.reference import published  # noqa: E402
-from blocklab.analysis.report import curve_table, curves_frame, runs_frame  # noqa: E402
+from blocklab.analysis.runs import curve_table, curves_frame, runs_frame  # noqa: E402
 from blocklab.analysis.setting_words import shared_settings  # noqa: E402
 from blocklab.analysis.run_table import PlanEntry, RunTable  # noqa: E402
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from blocklab.params.problems import ParamsError, not_known
 from blocklab.params.schema import PARAMS_FILE, Params, RunSpec, load_params
-from blocklab.schedule.stages import stage_name
+from blocklab.schedule.train_stages import stage_name
 
 Axis = tuple[str, str, tuple]  # (section, setting, values): `("train", "lr", (0.001, 0.01))`
 

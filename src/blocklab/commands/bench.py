@@ -10,7 +10,7 @@ from blocklab.errors import reports_errors
 from blocklab.options import params_option
 from blocklab.params.former import name_today
 from blocklab.params.schema import load_params
-from blocklab.schedule.stages import ENCODED
+from blocklab.schedule.train_stages import ENCODED
 
 
 @click.command(short_help="The trainer against the lesson's loop; the pipeline's costs.")

@@ -11,7 +11,7 @@ from blocklab.errors import reports_errors
 from blocklab.options import former_spelling, params_option
 from blocklab.params.former import name_today
 from blocklab.params.schema import load_params
-from blocklab.schedule.stages import ENCODED
+from blocklab.schedule.train_stages import ENCODED
 
 
 @click.command(short_help="Whether this machine computes the committed bits (~15 s).")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from blocklab.options import former_spelling, params_option
-from blocklab.schedule.stages import RECORDS_DIR
+from blocklab.schedule.train_stages import RECORDS_DIR
 
 
 @click.command(short_help="Every finding's verdict, on what has run here.")
@@ -27,7 +27,7 @@ from blocklab.schedule.stages import RECORDS_DIR
 @click.option("--out", default="reports/claims.json", show_default=True, type=click.Path(dir_okay=False),
               help="Where to write the verdicts (when some claims have not run here, only if given).")
 @click.option("--count-out", default=None, type=click.Path(dir_okay=False),
-              help="Where to write how many findings hold and checks are exact, a DVC metric  "
+              help="Where to write how many findings and invariants hold, a DVC metric  "
                    "[default: claims_count.json beside --out]")
 @click.option("--strict", is_flag=True,
               help="Exit 1 when a claim that ran, not marked known_to_fail, fails or is inconclusive (CI checks the "
@@ -36,12 +36,12 @@ from blocklab.schedule.stages import RECORDS_DIR
 def check(ctx: click.Context, claims_file: str, metrics_file: str, gradients_file: str, runs_dir: str,
           old_runs_dir: str | None, reference_file: str, params_file: str, out: str, count_out: str | None,
           strict: bool) -> None:
-    """Verify every finding and check against what is here and record the verdicts.
+    """Verify every finding and invariant against what is here and record the verdicts.
 
     A finding depends on training results: over seed means it holds when its whole 95% interval lies on
     the claimed side (paired by seed where variants share their seeds; a tolerance is an equivalence
     test), fails when the interval lies wholly on the other side, and is inconclusive otherwise, with
-    about how many seeds would decide it. A check is deterministic arithmetic or an untrained probe. A
+    about how many seeds would decide it. An invariant is deterministic arithmetic or an untrained probe. A
     claim that reads a figure published on another corpus is not comparable, and counts for nothing.
 
     It works on what there is: a claim whose runs params.yaml plans but that have no record yet (an ablation

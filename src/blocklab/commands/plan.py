@@ -12,7 +12,7 @@ from blocklab.errors import reports_errors
 from blocklab.options import params_option
 from blocklab.params.former import name_today
 from blocklab.params.schema import load_params
-from blocklab.schedule.stages import ENCODED, STORE_DIR
+from blocklab.schedule.train_stages import ENCODED, STORE_DIR
 
 
 @click.command("params", short_help="Validate params.yaml; print every run's settings.")

@@ -9,7 +9,7 @@ import click
 from blocklab.errors import reports_errors
 from blocklab.options import former_spelling, params_option
 from blocklab.params.former import name_today
-from blocklab.schedule.stages import RUNS_DIR
+from blocklab.schedule.train_stages import RUNS_DIR
 
 
 @click.command(short_help="Generate text from a trained run, as nanoGPT's sample.py does.")

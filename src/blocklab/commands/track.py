@@ -9,7 +9,7 @@ import click
 from blocklab.errors import reports_errors
 from blocklab.options import former_spelling, params_option
 from blocklab.params.schema import load_params
-from blocklab.schedule.stages import RECORDS_DIR, RUNS_DIR
+from blocklab.schedule.train_stages import RECORDS_DIR, RUNS_DIR
 
 
 @click.command(short_help="Log every trained run to MLflow (the pipeline's last stage).")

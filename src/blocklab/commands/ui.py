@@ -8,7 +8,7 @@ import click
 
 from blocklab.options import params_option
 from blocklab.params.schema import load_params
-from blocklab.schedule.stages import RECORDS_DIR, RUNS_DIR
+from blocklab.schedule.train_stages import RECORDS_DIR, RUNS_DIR
 
 
 @click.command(short_help="MLflow's UI on blocklab's runs, with where to compare them.")

@@ -23,7 +23,7 @@ from blocklab.errors import BlocklabError
 from blocklab.params.schema import Params
 from blocklab.schedule.plan import PlannedRun, missing, planned_runs
 from blocklab.schedule.run_store import RunKeys, RunStore
-from blocklab.schedule.stages import ENCODED, TrainStage, train_stage
+from blocklab.schedule.train_stages import ENCODED, TrainStage, train_stage
 
 
 

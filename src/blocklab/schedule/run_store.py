@@ -39,7 +39,7 @@ from pathlib import Path
 import blocklab.run
 from blocklab.params.schema import RunSpec
 from blocklab.run.numerics import PINS, vendor_family
-from blocklab.schedule.stages import STORE_DIR, require_encoded
+from blocklab.schedule.train_stages import STORE_DIR, require_encoded
 
 
 ORIGIN_FILE = "origin.json"

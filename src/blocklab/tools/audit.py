@@ -19,7 +19,7 @@ from pathlib import Path
 
 from blocklab.errors import BlocklabError
 from blocklab.params.schema import Params, RunSpec
-from blocklab.schedule.stages import RECORDS_DIR
+from blocklab.schedule.train_stages import RECORDS_DIR
 # A sampled run is one of the cheaper of its ablation or map: at most this many estimated seconds of training
 # (or its ablation's cheapest, where none is that cheap), so that a sample of every ablation and map trains in
 # a few minutes on two cores.
@@ -136,7 +136,7 @@ def audit(runs: list[AuditedRun], encoded: Path, workers: int | None = None, pro
 def reported(runs: list[AuditedRun], encoded: Path, other_family: str, echo) -> int:
     """`blocklab audit`: the audit, printed; its exit status (0: every run reproduces, 1: not, or another family)."""
     from blocklab.run.numerics import vendor_family
-    from blocklab.schedule.stages import require_encoded
+    from blocklab.schedule.train_stages import require_encoded
     from blocklab.tools.fingerprint import FINGERPRINT_FILE, read_committed
 
     require_encoded(encoded, "the audit retrains runs on the encoded corpus")

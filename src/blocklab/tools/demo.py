@@ -20,7 +20,7 @@ from typing import Callable
 import click
 
 from blocklab.errors import BlocklabError
-from blocklab.schedule.stages import RUNS_DIR as RUNS, stage_name
+from blocklab.schedule.train_stages import RUNS_DIR as RUNS, stage_name
 
 ABLATIONS = ("placement", "residual")
 STAGES = tuple(stage_name(name) for name in ABLATIONS)
@@ -48,7 +48,7 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     """Train, check, draw and sample; returns what it found (verdicts, figure, samples, seconds)."""
     from blocklab.analysis.check import show, verdicts_over
     from blocklab.analysis.reference import load_reference
-    from blocklab.analysis.report import collect
+    from blocklab.analysis.runs import collect
     from blocklab.analysis.run_table import read_run_table
 
     started = time.perf_counter()

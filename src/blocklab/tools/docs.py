@@ -11,7 +11,7 @@ whose body `blocklab docs` writes from the committed reports (and claims.yaml, f
 `blocklab docs --check` (a test, so CI) compares with what the reports say now. The kinds:
 
     findings ID...     a table: each claim in words, its verdict, what was measured and its 95% interval
-    count              how many findings hold, fail, are inconclusive; how many checks are exact
+    count              how many findings hold, fail, are inconclusive; how many invariants hold
     known-to-fail      every claim marked known_to_fail: its verdict, measured value and why
     sample RUN         what RUN's seed-0 model writes (reports/samples.json), with its validation loss
     records            the runs' records in reports/runs: how many, their files and size, and per run
@@ -85,7 +85,8 @@ def count_sentence(sources: Sources) -> str:
     count = sources.json("claims_count.json")
     return (f"Of the {count['findings_total']} findings, {count['findings_hold']} hold, {count['findings_fail']} fail "
             f"and {count['findings_inconclusive']} are inconclusive at the seeds the budget allows; "
-            f"{count['checks_exact']} of {count['checks_total']} checks of the code's arithmetic are exact.\n")
+            f"{count['invariants_hold']} of {count['invariants_total']} invariants of the code's arithmetic hold "
+            "exactly.\n")
 
 
 def known_to_fail(sources: Sources) -> str:

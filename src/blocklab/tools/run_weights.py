@@ -39,7 +39,7 @@ def weights_not_here(spec: RunSpec, seed: int, directory: Path) -> str:
     """What to do for a run whose weights this machine lacks: git keeps its record, not its weights; a DVC remote
     may hold them (`dvc pull`), or its stage trains them again (about how long, from the plan's estimate)."""
     from blocklab.schedule.plan import estimated_seconds
-    from blocklab.schedule.stages import RECORDS_DIR, stage_name
+    from blocklab.schedule.train_stages import RECORDS_DIR, stage_name
 
     stage = stage_name(spec.ablation, is_map=bool(spec.cell))
     cores = os.cpu_count() or 1

@@ -1,4 +1,4 @@
-"""The lesson's findings, and the code's regression checks, as claims a pipeline run upholds or not
+"""The lesson's findings, and the code's invariants, as claims a pipeline run upholds or not
 (claims.yaml).
 
 A claim is a *finding* (it depends on training results) or a *check* (deterministic arithmetic, such as
@@ -41,7 +41,7 @@ and a claim over a null quantity fails, naming it.
 """
 
 from blocklab.analysis.claims.expressions import value_of
-from blocklab.analysis.claims.reports import LOSS, NOT_RUN, MissingResult, NotComparable, NotRunYet, Reports
+from blocklab.analysis.claims.evidence import LOSS, NOT_RUN, MissingResult, NotComparable, NotRunYet, Evidence
 from blocklab.analysis.claims.rules import (
     CLAIMS_FILE, EQUIVALENCE_CONFIDENCE, Compare, Exact, Monotone, Spread, Verdict, Within, check_claims, claims_count,
     load_claims,
@@ -49,6 +49,6 @@ from blocklab.analysis.claims.rules import (
 from blocklab.analysis.claims.words import count_in_words, failing_in_words, marked_in_words, verdicts_markdown
 
 __all__ = ["CLAIMS_FILE", "EQUIVALENCE_CONFIDENCE", "LOSS", "NOT_RUN", "Compare", "Exact", "MissingResult", "Monotone",
-           "NotComparable", "NotRunYet", "Reports", "Spread", "Verdict", "Within", "check_claims", "claims_count",
+           "NotComparable", "NotRunYet", "Evidence", "Spread", "Verdict", "Within", "check_claims", "claims_count",
            "count_in_words", "failing_in_words", "load_claims", "marked_in_words", "value_of",
            "verdicts_markdown"]

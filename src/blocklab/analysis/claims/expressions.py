@@ -7,7 +7,7 @@ import ast
 import math
 import operator
 
-from blocklab.analysis.claims.reports import Reports
+from blocklab.analysis.claims.evidence import Evidence
 from blocklab.analysis.intervals import Seeds, Welch
 from blocklab.errors import BlocklabError
 
@@ -15,17 +15,17 @@ from blocklab.errors import BlocklabError
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
-def value_of(expression: str | float | int, reports: Reports):
+def value_of(expression: str | float | int, evidence: Evidence):
     """The value of a claim quantity: a number, a list of numbers (for `seeds` and `grads`), or a seed
     mean (`Seeds`, or `Welch` for a difference over different seeds) whose interval a verdict reads."""
     if isinstance(expression, (int, float)):
         return expression
-    functions = {"loss": reports.metric, "metric": reports.metric, "mean": reports.mean, "std": reports.std,
-                 "seeds": reports.seeds, "window": reports.window, "at": reports.at,
-                 "baseline": reports.baseline, "published": reports.published,
-                 "grad": reports.grad, "grads": reports.grads,
-                 "lr_sensitivity": reports.lr_sensitivity, "max_trainable_lr": reports.max_trainable_lr,
-                 "best_lr": reports.best_lr, "untrained": reports.untrained, "abs": _absolute, "log10": _log10}
+    functions = {"loss": evidence.metric, "metric": evidence.metric, "mean": evidence.mean, "std": evidence.std,
+                 "seeds": evidence.seeds, "window": evidence.window, "at": evidence.at,
+                 "baseline": evidence.baseline, "published": evidence.published,
+                 "grad": evidence.grad, "grads": evidence.grads,
+                 "lr_sensitivity": evidence.lr_sensitivity, "max_trainable_lr": evidence.max_trainable_lr,
+                 "best_lr": evidence.best_lr, "untrained": evidence.untrained, "abs": _absolute, "log10": _log10}
 
     def walk(node):
         if isinstance(node, ast.Expression):

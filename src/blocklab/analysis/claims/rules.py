@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from blocklab.analysis.claims.expressions import elementwise, value_of
-from blocklab.analysis.claims.reports import NOT_RUN, NotComparable, NotRunYet, Reports
+from blocklab.analysis.claims.evidence import NOT_RUN, NotComparable, NotRunYet, Evidence
 from blocklab.analysis.intervals import CONFIDENCE, Estimate, Seeds, Welch
 from blocklab.errors import BlocklabError
 
@@ -97,6 +98,8 @@ def _statistic(estimate: Estimate | None) -> str | None:
 
 
 Quantity = Union[str, float, int]
+FORMER_KIND = "check"  # an invariant's kind before it was named apart from the `check` command
+_said: list[str] = []  # the former kind's notice, once per process
 COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
@@ -104,11 +107,23 @@ class _Claim(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
     claim: str
-    # A finding depends on training results; a check is deterministic (arithmetic, an untrained probe).
-    kind: Literal["finding", "check"]
+    # A finding depends on training results; an invariant is deterministic (arithmetic, an untrained probe) and
+    # holds exactly. (`check` is the command that reads both.)
+    kind: Literal["finding", "invariant"]
     # A published claim that does not reproduce here keeps its rule and says why, with the measured numbers
     # (like pytest's xfail): its verdict is still recorded, and `check --strict` does not fail on it.
     known_to_fail: str | None = Field(None, min_length=1)
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _former_kind(cls, kind):
+        if kind == FORMER_KIND:
+            if not _said:
+                print(f"note: a claim's kind `{FORMER_KIND}` is now `invariant` (the old name still works)",
+                      file=sys.stderr)
+                _said.append(kind)
+            return "invariant"
+        return kind
 
 
 class Within(_Claim):
@@ -120,8 +135,8 @@ class Within(_Claim):
     tolerance: float = Field(gt=0)
     relative: bool = False
 
-    def check(self, reports: Reports) -> Verdict:
-        values, expected = value_of(self.value, reports), value_of(self.expected, reports)
+    def check(self, evidence: Evidence) -> Verdict:
+        values, expected = value_of(self.value, evidence), value_of(self.expected, evidence)
         centre = _rounded(expected)
         shown = f"{centre:.6g} ± {self.tolerance:.0%}" if self.relative and centre is not None else \
             f"{centre if centre is None else format(centre, '.6g')} ± {self.tolerance:g}"
@@ -159,8 +174,8 @@ class Compare(_Claim):
     op: Literal["<", "<=", ">", ">="]
     right: Quantity
 
-    def check(self, reports: Reports) -> Verdict:
-        left, right = value_of(self.left, reports), value_of(self.right, reports)
+    def check(self, evidence: Evidence) -> Verdict:
+        left, right = value_of(self.left, evidence), value_of(self.right, evidence)
         expected = f"{self.op} {_rounded(right)}"
         if _missing(left, right):
             return Verdict("fails", _rounded(left), expected)
@@ -181,9 +196,9 @@ class Monotone(_Claim):
     values: Union[Quantity, list[Quantity]]
     direction: Literal["increasing", "decreasing"]
 
-    def check(self, reports: Reports) -> Verdict:
+    def check(self, evidence: Evidence) -> Verdict:
         items = self.values if isinstance(self.values, list) else [self.values]
-        values = [v for item in items for v in _as_list(value_of(item, reports))]
+        values = [v for item in items for v in _as_list(value_of(item, evidence))]
         expected = f"strictly {self.direction}"
         if _missing(values) or len(values) < 2:
             return Verdict("fails", _rounded(values), expected)
@@ -207,8 +222,8 @@ class Exact(_Claim):
     value: Quantity
     expected: Quantity
 
-    def check(self, reports: Reports) -> Verdict:
-        value, expected = value_of(self.value, reports), value_of(self.expected, reports)
+    def check(self, evidence: Evidence) -> Verdict:
+        value, expected = value_of(self.value, evidence), value_of(self.expected, evidence)
         return Verdict("holds" if not _missing(value) and value == expected else "fails", value, expected)
 
 
@@ -218,8 +233,8 @@ class Spread(_Claim):
     values: Quantity
     max_ratio: float = Field(gt=1)
 
-    def check(self, reports: Reports) -> Verdict:
-        values = _as_list(value_of(self.values, reports))
+    def check(self, evidence: Evidence) -> Verdict:
+        values = _as_list(value_of(self.values, evidence))
         if _missing(values):
             return Verdict("fails", _rounded(values), f"max/min <= {self.max_ratio:g}")
         ratio = max(values) / min(values)
@@ -251,7 +266,7 @@ def load_claims(path: str | Path = CLAIMS_FILE) -> list:
     return parsed.claims
 
 
-def check_claims(claims: list, reports: Reports) -> dict[str, dict]:
+def check_claims(claims: list, evidence: Evidence) -> dict[str, dict]:
     """`{id: verdict}`, reports/claims.json's entries: `ok`, `measured`, `expected`, `verdict` (holds, fails,
     inconclusive, not comparable, not run yet), `kind`, `interval`, `statistic`, `seeds_needed`, `known_to_fail`,
     and the `claim` in words; a claim not run yet has the `command` that would run what it needs. MissingResult
@@ -259,7 +274,7 @@ def check_claims(claims: list, reports: Reports) -> dict[str, dict]:
     verdicts = {}
     for claim in claims:
         try:
-            found = claim.check(reports)
+            found = claim.check(evidence)
         except NotComparable as why:
             found = Verdict("not comparable", None, None, note=str(why))
         except NotRunYet as why:
@@ -273,11 +288,12 @@ def check_claims(claims: list, reports: Reports) -> dict[str, dict]:
 
 
 def claims_count(verdicts: dict[str, dict]) -> dict[str, int]:
-    """Findings and checks counted apart: the claims figures `dvc exp show` lists."""
+    """Findings and invariants counted apart: the claims figures `dvc exp show` lists."""
     findings = [v["verdict"] for v in verdicts.values() if v["kind"] == "finding"]
-    checks = [v["verdict"] for v in verdicts.values() if v["kind"] == "check"]
+    invariants = [v["verdict"] for v in verdicts.values() if v["kind"] == "invariant"]
     count = {"findings_hold": findings.count("holds"), "findings_inconclusive": findings.count("inconclusive"),
              "findings_fail": findings.count("fails"), "findings_not_comparable": findings.count("not comparable"),
-             "findings_total": len(findings), "checks_exact": checks.count("holds"), "checks_total": len(checks)}
-    not_run = findings.count(NOT_RUN) + checks.count(NOT_RUN)  # none in a complete run: then not listed at all
+             "findings_total": len(findings), "invariants_hold": invariants.count("holds"),
+             "invariants_total": len(invariants)}
+    not_run = findings.count(NOT_RUN) + invariants.count(NOT_RUN)  # none in a complete run: then not listed at all
     return {**count, "not_run_yet": not_run} if not_run else count

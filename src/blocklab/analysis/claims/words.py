@@ -8,13 +8,13 @@ from blocklab.analysis.intervals import MAX_SEEDS
 
 
 def count_in_words(count: dict[str, int]) -> str:
-    """"N of M findings hold, K inconclusive, J not comparable; C of C checks exact"."""
+    """"N of M findings hold, K inconclusive, J not comparable; C of C invariants hold"."""
     extra = "".join(f", {count[f'findings_{key}']} {word}" for key, word in
                     (("fail", "fail"), ("inconclusive", "inconclusive"), ("not_comparable", "not comparable"))
                     if count[f"findings_{key}"])
     not_run = f"; {count['not_run_yet']} claims not run yet" if count.get("not_run_yet") else ""
     return (f"{count['findings_hold']} of {count['findings_total']} findings hold{extra}; "
-            f"{count['checks_exact']} of {count['checks_total']} checks exact{not_run}")
+            f"{count['invariants_hold']} of {count['invariants_total']} invariants hold{not_run}")
 
 
 def _in_words(cid: str, words: dict[str, str], verdict: dict) -> str:
@@ -88,7 +88,7 @@ def verdicts_markdown(claims: list, verdicts: dict[str, dict]) -> str:
     if not failing and not known:
         lines.append(f"Every finding in `{CLAIMS_FILE}` that applies to this corpus holds on this run.\n")
     words = {c.id: c.claim for c in claims}
-    for kind, title in (("finding", "Every finding"), ("check", "Every check")):
+    for kind, title in (("finding", "Every finding"), ("invariant", "Every invariant")):
         rows = [(cid, v.get("verdict", "holds" if v["ok"] else "fails") if v["ok"] else
                  f"**{v.get('verdict', 'fails')}**", v["measured"], v["expected"],
                  "" if v.get("interval") is None else v["interval"], words.get(cid, ""))

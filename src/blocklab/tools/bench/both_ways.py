@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from blocklab.params.schema import load_params
-from blocklab.schedule.stages import stage_name
+from blocklab.schedule.train_stages import stage_name
 
 
 # --- the default plan from a cold store: stage by stage against all at once ----------------------------

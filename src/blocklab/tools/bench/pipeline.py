@@ -13,7 +13,7 @@ import click
 
 from blocklab.params.schema import Params, load_params
 from blocklab.run.data import Corpus, load_corpus
-from blocklab.schedule.stages import require_encoded
+from blocklab.schedule.train_stages import require_encoded
 from blocklab.tools.bench.trainer import trainer_as_the_stage_runs_it
 
 
@@ -34,7 +34,7 @@ def pipeline_overhead(timings_file: Path, echo=print) -> dict:
     emptied first, so that every run trains rather than being copied."""
     import shutil
 
-    from blocklab.schedule.stages import STORE_DIR
+    from blocklab.schedule.train_stages import STORE_DIR
 
     shutil.rmtree(STORE_DIR, ignore_errors=True)
     started = time.perf_counter()

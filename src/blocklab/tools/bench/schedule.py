@@ -10,7 +10,7 @@ import click
 
 from blocklab.errors import BlocklabError
 from blocklab.params.schema import Params, load_params
-from blocklab.schedule.stages import stage_name
+from blocklab.schedule.train_stages import stage_name
 
 
 # --- the whole plan at once against stage by stage, on a cluster of any size -------------------------

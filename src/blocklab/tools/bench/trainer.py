@@ -22,7 +22,7 @@ from blocklab.run.threads import torch_threads
 from blocklab.run.training import LAST_STEPS
 from blocklab.schedule.plan import jobs_of
 from blocklab.schedule.pool import train_runs
-from blocklab.schedule.stages import require_encoded
+from blocklab.schedule.train_stages import require_encoded
 from blocklab.tools.step_kernels import kernel_seconds, record_step
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 from blocklab.params.schema import RunSpec
 from blocklab.records import read_curve, read_metrics, read_timing
 from blocklab.run.results import LAYER_PROBES
-from blocklab.schedule.stages import stage_name
+from blocklab.schedule.train_stages import stage_name
 
 
 SEED_STATISTICS = ("train_loss_last25", "val_loss", "max_grad_norm")  # a parent run's <name>_mean and <name>_std

@@ -1,4 +1,4 @@
-"""What a claim's quantities read: the pipeline's reports and the runs' curves (`Reports`), and what is missing
+"""What a claim's quantities read: the pipeline's reports and the runs' curves (`Evidence`), and what is missing
 from them: a run params.yaml does not plan (`MissingResult`: the claims file or the pipeline is broken) or one
 that has not run here yet (`NotRunYet`)."""
 
@@ -36,7 +36,7 @@ class NotComparable(Exception):
     """A claim reads a figure published on another corpus than this run's."""
 
 
-class Reports:
+class Evidence:
     """What claims are evaluated over: reports/metrics.json, reports/gradients.json, and the published
     figures (reference.yaml) with the sha256 of the corpus this run trained on."""
 

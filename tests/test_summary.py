@@ -3,7 +3,7 @@ from scipy import stats
 
 from blocklab.analysis.plots import TITLE_WIDTH, _heading
 from blocklab.analysis.reference import load_reference
-from blocklab.analysis.report import finding, gradient_section, variant_table
+from blocklab.analysis.summary import finding, gradient_section, variant_table
 from blocklab.params.schema import load_params
 from blocklab.run.model import TinyLM, parameter_counts
 
