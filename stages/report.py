@@ -47,7 +47,7 @@ def main(records_dir: Path, reports_dir: Path, params_file: str, reference_file:
     samples = json.loads((reports_dir / "samples.json").read_text())
     summary = summary_markdown(table, metrics, reference, figures, gradients,
                                str(gradient_figure.relative_to(reports_dir)),
-                               verdicts_markdown(load_claims(claims_file), verdicts), samples, maps)
+                               verdicts_markdown(load_claims(claims_file, table), verdicts), samples, maps)
     (reports_dir / "summary.md").write_text(summary)
     drawn = sum(map(len, figures.values())) + sum(map(len, map_figures.values())) + 1
     click.echo(f"{drawn} figures -> {reports_dir / 'figures'}; "

@@ -10,6 +10,7 @@ from blocklab.analysis.claims import (
     load_claims, verdicts_markdown,
 )
 from blocklab.cli import main
+from blocklab.errors import BlocklabError
 
 from conftest import ROOT
 
@@ -441,3 +442,35 @@ def test_a_claim_of_the_former_kind_check_reads_as_an_invariant_with_one_notice(
                for i in range(2)]
     assert [claim.kind for claim in written] == ["invariant", "invariant"]
     assert capfd.readouterr().err.count("kind `check` is now `invariant`") == 1
+
+
+def test_a_claims_words_are_written_from_the_settings_its_runs_train_with(tmp_path):
+    """No claim restates a value a run's setting holds: `{<run>:<setting>}` is written from the resolved plan, so
+    after `dvc exp run -S ablations.placement.train.lr=0.003` the finding says 3e-3, not the 1e-2 it was written at."""
+    import yaml
+
+    from blocklab.analysis.run_table import RunTable
+    from blocklab.params.schema import parse_params
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    words = {c.id: c.claim for c in load_claims(ROOT / "claims.yaml", RunTable.of(parse_params(raw)))}
+    assert "at lr 1e-2 collapses" in words["collapse.post_norm_without_warmup"]
+    assert "(within 0.05)" in words["collapse.post_norm_without_warmup"]
+    raw["ablations"]["placement"]["train"]["lr"] = 0.003
+    words = {c.id: c.claim for c in load_claims(ROOT / "claims.yaml", RunTable.of(parse_params(raw)))}
+    assert "at lr 3e-3 collapses" in words["collapse.post_norm_without_warmup"]
+    assert "{" not in " ".join(words.values())
+    ablations = "|".join(raw["ablations"])  # an ablation's variant is a setting's one home: its words name it
+    stated = [c["id"] for c in yaml.safe_load((ROOT / "claims.yaml").read_text())["claims"]
+              if re.search(r"\blr \d|\b\d+-step warmup", c["claim"]) and re.search(rf"\b({ablations})/", str(c))]
+    assert not stated, f"claims that state an ablation's learning rate or warmup by hand: {stated}"
+
+
+def test_a_claim_naming_a_run_or_setting_the_plan_lacks_is_refused_with_the_names_there_are(tmp_path):
+    from blocklab.analysis.run_table import read_run_table
+
+    claims = tmp_path / "claims.yaml"
+    claims.write_text("claims:\n  - id: a\n    claim: at lr {placement/pst:lr}\n    kind: finding\n    rule: within\n"
+                      "    value: 1.0\n    expected: 1.0\n    tolerance: 0.1\n")
+    with pytest.raises(BlocklabError, match="did you mean 'post'"):
+        load_claims(claims, read_run_table(ROOT / "params.yaml"))

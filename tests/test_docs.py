@@ -30,7 +30,8 @@ def test_every_generated_block_matches_the_committed_reports():
 
 def test_a_block_follows_the_reports_and_check_names_the_stale_document(tmp_path, monkeypatch):
     shutil.copytree(ROOT / "reports", tmp_path / "reports")
-    shutil.copy(ROOT / "claims.yaml", tmp_path)
+    for name in ("claims.yaml", "params.yaml"):  # the claims, their words written from the plan's settings
+        shutil.copy(ROOT / name, tmp_path)
     (tmp_path / "docs").mkdir()
     (tmp_path / "README.md").write_text("<!-- generated: findings ladder.bigram -->\n<!-- end: findings -->\n"
                                         "<!-- generated: count -->\n<!-- end: count -->\n")

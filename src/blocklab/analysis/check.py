@@ -63,7 +63,7 @@ def verdicts_over(claims_file: str | Path, metrics: dict, gradients: dict | None
     """Every claim of `claims_file` evaluated over `metrics` (reports/metrics.json's shape), `gradients` (None:
     not run here) and the runs' curves under `runs_dir`. Raises BrokenPipeline."""
     try:
-        claims = load_claims(claims_file)
+        claims = load_claims(claims_file, table)
         reference = load_reference(reference_file)
         evidence = Evidence(metrics, gradients, reference, None if table is None else table.corpus_sha256,
                           runs_dir if runs_dir is not None and runs_dir.is_dir() else None,

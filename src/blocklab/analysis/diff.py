@@ -61,14 +61,33 @@ def read_revision(rev: str | None, repo: str = ".") -> Revision:
     # One file system for the revision's files (each `dvc.api.read` would open the repository at `rev` anew).
     verdicts = json.loads(fs.read_text(CLAIMS_JSON))
     claims = yaml.safe_load(fs.read_text(CLAIMS_YAML)) if fs.exists(CLAIMS_YAML) else {}
-    words = {c["id"]: c.get("claim", "") for c in (claims or {}).get("claims", [])}
     params = dvc.api.params_show(repo=repo, rev=rev)
+    words = _words((claims or {}).get("claims", []), params)
     variants = json.loads(fs.read_text(VARIANTS_JSON)) if fs.exists(VARIANTS_JSON) else {}
     figures = {}
     if fs.exists(FIGURES):
         for path in sorted(fs.find(FIGURES)):
             figures[path.lstrip("/")] = hashlib.sha256(fs.read_bytes(path)).hexdigest()
     return Revision(name, verdicts, words, params, variants, figures)
+
+
+def _words(claims: list[dict], params: dict) -> dict[str, str]:
+    """Each claim's words, written from the revision's own resolved settings (as `blocklab check` writes them
+    there); as the claims file has them where the revision's params.yaml does not resolve."""
+    from blocklab.analysis.run_table import run_table_of
+    from blocklab.analysis.setting_words import written
+
+    try:
+        table = run_table_of(params)
+    except BlocklabError:
+        return {c["id"]: c.get("claim", "") for c in claims}
+    words = {}
+    for c in claims:
+        try:
+            words[c["id"]] = written(c.get("claim", ""), table, c)
+        except BlocklabError:
+            words[c["id"]] = c.get("claim", "")
+    return words
 
 
 def _resolve(rev: str, repo: str) -> str:

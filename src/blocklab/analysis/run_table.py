@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blocklab.params.problems import ParamsError, not_known
-from blocklab.params.schema import PARAMS_FILE, Params, RunSpec, load_params
+from blocklab.params.schema import PARAMS_FILE, Params, RunSpec, load_params, parse_params
 from blocklab.schedule.train_stages import stage_name
 
 Axis = tuple[str, str, tuple]  # (section, setting, values): `("train", "lr", (0.001, 0.01))`
@@ -86,6 +86,18 @@ class RunTable:
             raise ParamsError(not_known(f"variant of ablation '{ablation}'", variant, entry.labels))
         return next(spec for spec in entry.specs if spec.variant == variant)
 
+    def run(self, name: str) -> RunSpec:
+        """`<ablation>/<variant>`, or a map cell's `<map>/<variant>/<cell>`."""
+        parts = name.split("/")
+        if len(parts) == 2 and parts[0] in self.ablations:
+            return self.spec(*parts)
+        entry = self.entry(parts[0])
+        found = next((spec for spec in entry.specs if spec.name == name), None)
+        if found is None:
+            raise ParamsError(not_known(f"run of {'map' if entry.is_map else 'ablation'} '{entry.name}'", name,
+                                        [spec.name for spec in entry.specs]))
+        return found
+
     def specs(self) -> list[RunSpec]:
         """Every ablation's variants (the maps' cells: `map_specs`)."""
         return [spec for entry in self.ablations.values() for spec in entry.specs]
@@ -107,3 +119,8 @@ class RunTable:
 def read_run_table(params_file: str | Path = PARAMS_FILE) -> RunTable:
     """params.yaml, validated and resolved: what a stage reads once and passes down."""
     return RunTable.of(load_params(params_file))
+
+
+def run_table_of(raw: dict) -> RunTable:
+    """params.yaml's contents as another revision holds them (what DVC's params_show reads), resolved."""
+    return RunTable.of(parse_params(raw))

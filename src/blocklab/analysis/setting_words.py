@@ -5,9 +5,17 @@ behind). What differs between the runs is the figure's legend, so it is left out
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
+from dataclasses import fields
+from typing import TYPE_CHECKING
 
+from blocklab.params.cells import spelled
+from blocklab.params.problems import ParamsError, not_known
 from blocklab.params.schema import RunSpec
+
+if TYPE_CHECKING:
+    from blocklab.analysis.run_table import RunTable
 
 
 def rate(value: float) -> str:
@@ -43,3 +51,29 @@ def shared_settings(specs: Iterable[RunSpec]) -> str:
         if len(said) == 1 and (words := said.pop()):
             shared.append(words)
     return ", ".join(shared)
+
+
+# `{<run>:<setting>}` in a claim's words: that run's resolved setting (a run: `<ablation>/<variant>`, or a map cell's
+# `<map>/<variant>/<cell>`); `{<field>}`: a field of the claim's own rule (its tolerance, say).
+_SETTING = re.compile(r"\{(?P<run>[A-Za-z_][\w]*/[\w./]+):(?P<setting>\w+)\}")
+_OWN_FIELD = re.compile(r"\{(?P<field>[a-z_]+)\}")
+
+
+def setting_in_words(spec: RunSpec, setting: str) -> str:
+    """One resolved setting of a run as the figures write it: a learning rate as 1e-2, a count as 6."""
+    for section in (spec.model, spec.train):
+        if setting in {f.name for f in fields(section)}:
+            value = getattr(section, setting)
+            return rate(value) if setting == "lr" else spelled(value)
+    known = sorted(f.name for section in (spec.model, spec.train) for f in fields(section))
+    raise ParamsError(not_known(f"setting of run '{spec.name}'", setting, known))
+
+
+def written(text: str, table: RunTable, own: dict | None = None) -> str:
+    """`text` with each `{<run>:<setting>}` written from that run's resolved setting and each `{<field>}` from `own`:
+    a claim that says `at lr {placement/post:lr}` reads `at lr 1e-2`, and `at lr 3e-3` after `dvc exp run -S
+    ablations.placement.train.lr=0.003`, so its words never state a value the run no longer trains with."""
+    text = _SETTING.sub(lambda m: setting_in_words(table.run(m["run"]), m["setting"]), text)
+    if own is not None:
+        text = _OWN_FIELD.sub(lambda m: spelled(own[m["field"]]) if m["field"] in own else m[0], text)
+    return text

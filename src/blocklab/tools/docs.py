@@ -26,8 +26,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 BLOCK = re.compile(r"<!-- generated: (?P<kind>[\w-]+)(?P<args>[^>]*?) -->\n(?P<body>.*?)<!-- end: (?P=kind) -->",
                    re.S)
 DOCUMENTS = ("README.md", "docs/*.md")
@@ -43,7 +41,12 @@ class Sources:
         return json.loads((self.root / "reports" / name).read_text())
 
     def claims(self) -> dict[str, dict]:
-        return {c["id"]: c for c in yaml.safe_load((self.root / "claims.yaml").read_text())["claims"]}
+        """Each claim by id, its words written from params.yaml's resolved settings."""
+        from blocklab.analysis.claims import load_claims
+        from blocklab.analysis.run_table import read_run_table
+
+        table = read_run_table(self.root / "params.yaml")
+        return {c.id: c.model_dump() for c in load_claims(self.root / "claims.yaml", table)}
 
 
 def _number(value) -> str:

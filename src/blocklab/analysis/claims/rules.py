@@ -8,7 +8,7 @@ import operator
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -16,7 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from blocklab.analysis.claims.expressions import elementwise, value_of
 from blocklab.analysis.claims.evidence import NOT_RUN, NotComparable, NotRunYet, Evidence
 from blocklab.analysis.intervals import CONFIDENCE, Estimate, Seeds, Welch
+from blocklab.analysis.setting_words import written
 from blocklab.errors import BlocklabError
+from blocklab.params.problems import ParamsError
+
+if TYPE_CHECKING:
+    from blocklab.analysis.run_table import RunTable
 
 CLAIMS_FILE = "claims.yaml"
 # `within` is an equivalence test: two one-sided tests at 5% each, i.e. the 90% interval inside the band.
@@ -250,7 +255,9 @@ class ClaimsFile(BaseModel):
     claims: list[Claim] = Field(min_length=1)
 
 
-def load_claims(path: str | Path = CLAIMS_FILE) -> list:
+def load_claims(path: str | Path = CLAIMS_FILE, table: RunTable | None = None) -> list:
+    """The claims of `path`, validated, their words written from the plan's resolved settings (`{<run>:<setting>}`
+    and `{<field>}` of the claim's own rule: blocklab.analysis.setting_words.written) where `table` is given."""
     path = Path(path)
     try:
         parsed = ClaimsFile.model_validate(yaml.safe_load(path.read_text()))
@@ -263,7 +270,13 @@ def load_claims(path: str | Path = CLAIMS_FILE) -> list:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise BlocklabError(f"{path}: claim ids must be unique; repeated: {', '.join(duplicates)}")
-    return parsed.claims
+    if table is None:
+        return parsed.claims
+    try:
+        return [claim.model_copy(update={"claim": written(claim.claim, table, claim.model_dump())})
+                for claim in parsed.claims]
+    except ParamsError as err:
+        raise BlocklabError(f"{path}: a claim's words name {err}") from None
 
 
 def check_claims(claims: list, evidence: Evidence) -> dict[str, dict]:
