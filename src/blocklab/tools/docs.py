@@ -16,6 +16,8 @@ whose body `blocklab docs` writes from the committed reports (and claims.yaml, f
     sample RUN         what RUN's seed-0 model writes (reports/samples.json), with its validation loss
     records            the runs' records in reports/runs: how many, their files and size, and per run
     output FILE [N]    a command's real output, captured in FILE by `blocklab docs --walkthrough` (its first N lines)
+    paragraph NAME     a figure's paragraph, written from the resolved settings and the verdicts
+                       (blocklab.tools.readme_paragraphs)
 """
 
 from __future__ import annotations
@@ -134,11 +136,21 @@ def output(sources: Sources, file: str, lines: str | None = None) -> str:
     return "```text\n" + "\n".join(shown) + rest + "\n```\n"
 
 
+def paragraph(sources: Sources, name: str) -> str:
+    from blocklab.analysis.run_table import read_run_table
+    from blocklab.tools.readme_paragraphs import PARAGRAPHS
+
+    if name not in PARAGRAPHS:
+        raise KeyError(f"no paragraph '{name}' (known: {', '.join(PARAGRAPHS)})")
+    return PARAGRAPHS[name](read_run_table(sources.root / "params.yaml"), sources.json("claims.json"),
+                            sources.json("maps.json"))
+
+
 def render(kind: str, args: list[str], sources: Sources) -> str:
     writers = {"findings": lambda: findings_table(sources, args), "count": lambda: count_sentence(sources),
                "known-to-fail": lambda: known_to_fail(sources), "sample": lambda: sample(sources, *args),
                "records": lambda: records(sources),
-               "output": lambda: output(sources, *args)}
+               "output": lambda: output(sources, *args), "paragraph": lambda: paragraph(sources, *args)}
     if kind not in writers:
         raise KeyError(f"no generated block of kind '{kind}' (known: {', '.join(writers)})")
     return writers[kind]()

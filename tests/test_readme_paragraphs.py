@@ -1,0 +1,55 @@
+"""The README's paragraphs beside its figures are written from the resolved settings and the verdicts
+(blocklab.tools.readme_paragraphs): they follow a changed parameter, and a changed verdict changes their words."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from blocklab.analysis.run_table import RunTable
+from blocklab.params.schema import parse_params
+from blocklab.tools.readme_paragraphs import PARAGRAPHS
+
+from conftest import ROOT
+
+RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
+VERDICTS = json.loads((ROOT / "reports" / "claims.json").read_text())
+MAPS = json.loads((ROOT / "reports" / "maps.json").read_text())
+
+
+def test_the_first_figures_words_say_the_learning_rate_the_readmes_experiment_sets():
+    raw = copy.deepcopy(RAW)
+    before = PARAGRAPHS["placement-figure"](RunTable.of(parse_params(raw)), VERDICTS, MAPS)
+    assert "at learning rate 1e-2" in before and "lr 3e-3" not in before
+    raw["ablations"]["placement"]["train"]["lr"] = 0.003  # dvc exp run -S ablations.placement.train.lr=0.003
+    after = PARAGRAPHS["placement-figure"](RunTable.of(parse_params(raw)), VERDICTS, MAPS)
+    assert "at learning rate 3e-3" in after and "at lr 3e-3](reports/figures/placement_loss.png)" in after
+    assert "1e-2" not in after
+
+
+@pytest.mark.parametrize("name", list(PARAGRAPHS))
+def test_a_paragraph_says_what_each_verdict_it_reads_decided(name):
+    """Flip each verdict one at a time: the paragraph that reads it says something else, so it cannot state a finding
+    its verdict does not back."""
+    table = RunTable.of(parse_params(copy.deepcopy(RAW)))
+    written = PARAGRAPHS[name](table, VERDICTS, MAPS)
+    read = []
+    for cid, found in VERDICTS.items():
+        for other in ("holds", "fails", "inconclusive"):
+            if other == found["verdict"]:
+                continue
+            flipped = {**VERDICTS, cid: {**found, "verdict": other}}
+            if PARAGRAPHS[name](table, flipped, MAPS) != written:
+                read.append(cid)
+                break
+    assert read, f"{name} reads no verdict"
+    assert len(set(read)) == len(read)
+
+
+def test_the_readme_shows_each_paragraph_as_blocklab_docs_writes_it():
+    readme = (ROOT / "README.md").read_text()
+    for name in PARAGRAPHS:
+        assert f"<!-- generated: paragraph {name} -->\n" in readme, name
