@@ -85,12 +85,15 @@ def placements_map(table: RunTable, verdicts: dict, maps: dict) -> str:
               "Peri-LN's stream grows *more* than pre-norm's, not less",
               "whether Peri-LN's stream grows less than pre-norm's is undecided"),
     ]
-    below = [label for key, label in (("peri_lowers_loss", "Peri-LN"), ("scaling_lowers_loss", "LayerNorm scaling"),
-                                      ("mix_lowers_loss", "Mix-LN")) if v[key] == "holds"]
-    undecided = [label for key, label in (("peri_lowers_loss", "Peri-LN"), ("scaling_lowers_loss", "LayerNorm scaling"),
-                                          ("mix_lowers_loss", "Mix-LN")) if v[key] == "inconclusive"]
+    losses = {entry.labels[variant]: v[f"{claim}_lowers_loss"]
+              for variant, claim in (("peri", "peri"), ("scaled", "scaling"), ("mix", "mix"))}
+    below = [label for label, verdict in losses.items() if verdict == "holds"]
+    undecided = [label for label, verdict in losses.items() if verdict == "inconclusive"]
+    above = [label for label, verdict in losses.items() if verdict == "fails"]
     if below:
         sentences.append(f"{_listed(below)} end{'s' * (len(below) == 1)} below pre-norm's loss at the deepest stack")
+    if above:
+        sentences.append(f"{_listed(above)} end{'s' * (len(above) == 1)} above pre-norm's loss at the deepest stack")
     if undecided:
         sentences.append(f"whether {_listed(undecided)} end{'s' * (len(undecided) == 1)} below pre-norm's loss at the "
                          f"deepest stack is undecided at these seeds")
