@@ -71,3 +71,38 @@ def test_no_description_states_a_value_that_a_parameter_holds():
                if re.search(r"\d", NAMED_NUMBERS.sub("", text := plan.get("description", "")))}
     assert not stating, stating
     assert re.search(r"\d", NAMED_NUMBERS.sub("", "at 6 layers, as in 2017")), "the test sees a stated value"
+
+
+def test_no_label_states_a_value_that_a_parameter_holds():
+    """A legend said "post-norm + 100-step warmup" after the warmup had moved: a label writes a number its run
+    trains with as a setting (`{warmup}-step warmup`), filled from the run's resolved settings."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    labels = {f"{group}.{name}.labels.{variant}": label for group in ("ablations", "maps")
+              for name, plan in raw[group].items() for variant, label in plan.get("labels", {}).items()}
+    stating = {where: label for where, label in labels.items()
+               if re.search(r"\d", NAMED_NUMBERS.sub("", re.sub(r"\{[^{}]*\}", "", label)))}
+    assert not stating, stating
+    assert re.search(r"\d", NAMED_NUMBERS.sub("", re.sub(r"\{[^{}]*\}", "", "{warmup}-step, 6 layers")))
+
+
+def test_a_label_is_written_from_the_settings_its_run_trains_with():
+    raw = minimal(model={"n_layers": 1}, train={"warmup": 100, "steps": 200},
+                  labels={"v": "{n_layers:layer}, {warmup}-step warmup, {n_heads:head} of {head_size}"})
+    assert parse_params(raw).spec("a", "v").label == "1 layer, 100-step warmup, 4 heads of 16"
+    raw["ablations"]["a"]["model"]["n_layers"] = 6
+    raw["ablations"]["a"]["train"].update(warmup=150, z_loss=1e-4, lr=0.003)
+    raw["ablations"]["a"]["labels"]["v"] += " {z_loss} {lr}"
+    assert parse_params(raw).spec("a", "v").label == "6 layers, 150-step warmup, 4 heads of 16 1e-4 3e-3"
+
+
+def test_a_label_naming_an_unknown_setting_says_which_are_known():
+    with pytest.raises(ParamsError, match=r"unknown setting in ablations.a.labels.v 'n_layer'.*n_layers"):
+        parse_params(minimal(labels={"v": "{n_layer:layer}"})).spec("a", "v")
+
+
+def test_a_maps_label_may_not_write_an_axis_its_cells_differ_in():
+    raw = minimal()
+    raw["maps"] = {"m": {"seeds": [0], "model": {}, "train": {}, "variants": {"v": {}},
+                         "axes": {"train": {"lr": [0.001, 0.01]}}, "labels": {"v": "at {lr}"}}}
+    with pytest.raises(ParamsError, match=r"label of variant 'v' writes lr, an axis of the map"):
+        parse_params(raw)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from blocklab.analysis.setting_words import rate, shared_settings
+from blocklab.analysis.setting_words import shared_settings
+from blocklab.params.words import rate
 from blocklab.params.schema import load_params
 
 from conftest import ROOT

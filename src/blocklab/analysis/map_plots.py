@@ -13,7 +13,8 @@ import pandas as pd
 from blocklab.analysis.maps import cell_table, map_runs_frame
 from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plain_log_ticks, plt, save_figure
 from blocklab.analysis.runs import BLOWN_UP_MARGIN
-from blocklab.analysis.setting_words import rate, shared_settings
+from blocklab.analysis.setting_words import shared_settings
+from blocklab.params.words import rate
 from blocklab.analysis.run_table import RunTable
 
 

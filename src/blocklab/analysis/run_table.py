@@ -27,7 +27,7 @@ class PlanEntry:
     is_map: bool
     description: str
     seeds: tuple[int, ...]
-    labels: dict[str, str]  # every variant, in params.yaml's order -> how figures and tables name it
+    labels: dict[str, str]  # every variant, in params.yaml's order -> how figures and tables name it, written
     figures: tuple[str, ...]  # the figures it asks for beside those every ablation gets
     axes: tuple[Axis, ...]  # a map's axes, in grid order (the first slowest); empty for an ablation
     specs: tuple[RunSpec, ...]  # an ablation's variants; a map's every cell, variant by variant
@@ -52,9 +52,9 @@ def _entry(params: Params, name: str, is_map: bool) -> PlanEntry:
     plan = params.maps[name] if is_map else params.ablations[name]
     specs = params.map_specs(name) if is_map else [params.spec(name, variant) for variant in plan.variants]
     axes = tuple((s, f, tuple(values)) for s, f, values in plan.axes.grid()) if is_map else ()
-    return PlanEntry(name, is_map, plan.description, tuple(plan.seeds),
-                     {variant: plan.labels.get(variant, variant) for variant in plan.variants},
-                     tuple(plan.figures), axes, tuple(specs))
+    labels = {variant: next(spec.label for spec in specs if spec.variant == variant) for variant in plan.variants}
+    return PlanEntry(name, is_map, plan.description, tuple(plan.seeds), labels, tuple(plan.figures), axes,
+                     tuple(specs))
 
 
 @dataclass(frozen=True)

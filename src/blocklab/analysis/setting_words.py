@@ -4,27 +4,16 @@ behind). What differs between the runs is the figure's legend, so it is left out
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from blocklab.params.cells import spelled
-from blocklab.params.problems import ParamsError, not_known
 from blocklab.params.schema import RunSpec
+from blocklab.params.words import in_words, rate, setting_value
 
 if TYPE_CHECKING:
     from blocklab.analysis.run_table import RunTable
-
-
-def rate(value: float) -> str:
-    """A learning rate as papers write it: 1e-2, 3e-3, 2.5e-4 (0.01 -> 1e-2)."""
-    exponent = math.floor(math.log10(value))
-    mantissa = round(value / 10 ** exponent, 6)
-    if mantissa >= 10:  # 9.9999999e-3 rounded up
-        mantissa, exponent = mantissa / 10, exponent + 1
-    return f"{mantissa:g}e{exponent}"
 
 
 # (what it says, read from a run's spec): in the order a reader meets them, the model's sizes, then training.
@@ -61,12 +50,7 @@ _OWN_FIELD = re.compile(r"\{(?P<field>[a-z_]+)\}")
 
 def setting_in_words(spec: RunSpec, setting: str) -> str:
     """One resolved setting of a run as the figures write it: a learning rate as 1e-2, a count as 6."""
-    for section in (spec.model, spec.train):
-        if setting in {f.name for f in fields(section)}:
-            value = getattr(section, setting)
-            return rate(value) if setting == "lr" else spelled(value)
-    known = sorted(f.name for section in (spec.model, spec.train) for f in fields(section))
-    raise ParamsError(not_known(f"setting of run '{spec.name}'", setting, known))
+    return in_words(setting, setting_value(spec.model, spec.train, setting, f"run '{spec.name}'"))
 
 
 def written(text: str, table: RunTable, own: dict | None = None) -> str:

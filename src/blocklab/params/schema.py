@@ -32,6 +32,7 @@ from blocklab.params.cells import cell_name
 from blocklab.params.figures import FigureKind, MapFigureKind
 from blocklab.params.former import RENAMED_KEYS, former_plan_names, today
 from blocklab.params.problems import ParamsError, describe, not_known, one_error_per_union
+from blocklab.params.words import PLACEHOLDER, written_from
 from blocklab.run.settings import ModelConfig, TrainConfig
 
 PARAMS_FILE = "params.yaml"
@@ -99,7 +100,9 @@ class _Plan(_Strict):
     train: TrainOverride
     variants: Annotated[dict[str, Variant], Field(min_length=1), AfterValidator(_plain_names)]
     # How figures and reports name each variant in words (default: its name). Apart from the variants, so
-    # that renaming one re-draws the report and re-trains nothing.
+    # that renaming one re-draws the report and re-trains nothing. A label writes a number its run trains with
+    # as a setting, `{warmup}-step warmup` or `{n_layers:layer}`, filled from the run's resolved settings
+    # (blocklab.params.words).
     labels: dict[str, str] = {}
 
     @model_validator(mode="after")
@@ -179,6 +182,16 @@ class Map(_Plan):
                                      f"its cells set it (drop it from the variant)")
         return self
 
+    @model_validator(mode="after")
+    def _labels_leave_axes_alone(self) -> "Map":
+        axes = {field for _, field, _ in self.axes.grid()}
+        for name, label in self.labels.items():
+            named = sorted({m["setting"] for m in PLACEHOLDER.finditer(label)} & axes)
+            if named:  # a variant is one line across its cells: one label
+                raise ValueError(f"the label of variant '{name}' writes {', '.join(named)}, an axis of the map: its "
+                                 f"cells differ in it (the figures say each cell's value)")
+        return self
+
 
 class GradientParams(_Strict):
     depths: list[PositiveInt] = Field([1, 4, 12, 24], min_length=1)
@@ -246,7 +259,8 @@ class Params(_Strict):
         where = f"ablations.{ablation}.variants.{variant}"
         model = _resolve(self.defaults.model, abl.model, var.model, where)
         train = _resolve(self.defaults.train, abl.train, var.train, where)
-        return RunSpec(ablation, variant, abl.labels.get(variant, variant), model, train, tuple(abl.seeds))
+        label = written_from(abl.labels.get(variant, variant), model, train, f"ablations.{ablation}.labels.{variant}")
+        return RunSpec(ablation, variant, label, model, train, tuple(abl.seeds))
 
     def specs(self) -> list[RunSpec]:
         """Every ablation's variants (the maps' cells: `map_specs`)."""
@@ -278,8 +292,9 @@ class Params(_Strict):
             cell_train = _replace_checked(self.defaults.train, settings["train"], where_cell, fix)
             resolved = {"model": cell_model, "train": cell_train}
             cell = cell_name([(field, getattr(resolved[section], field)) for section, field, _ in axes])
-            cells.append(RunSpec(name, variant, plan.labels.get(variant, variant), cell_model, cell_train,
-                                 tuple(plan.seeds), cell))
+            label = written_from(plan.labels.get(variant, variant), cell_model, cell_train,
+                                 f"maps.{name}.labels.{variant}")
+            cells.append(RunSpec(name, variant, label, cell_model, cell_train, tuple(plan.seeds), cell))
         names = [c.cell for c in cells]
         if len(set(names)) < len(names):
             raise ParamsError(f"maps.{name}.axes: two values of one axis make the same cell "

@@ -18,6 +18,8 @@ whose body `blocklab docs` writes from the committed reports (and claims.yaml, f
     output FILE [N]    a command's real output, captured in FILE by `blocklab docs --walkthrough` (its first N lines)
     paragraph NAME     a figure's paragraph, written from the resolved settings and the verdicts
                        (blocklab.tools.readme_paragraphs)
+    plan               every ablation and map of params.yaml: its variants' labels, the settings its runs share
+                       and, for a map, its axes
 """
 
 from __future__ import annotations
@@ -146,11 +148,28 @@ def paragraph(sources: Sources, name: str) -> str:
                             sources.json("maps.json"))
 
 
+def plan(sources: Sources) -> str:
+    """The plan as a table, written from params.yaml's resolved runs: what each ablation and map compares, and the
+    settings its runs share (what differs between them is in its variants' labels and its axes)."""
+    from blocklab.analysis.run_table import read_run_table
+    from blocklab.analysis.setting_words import shared_settings
+    from blocklab.params.words import in_words
+
+    table = read_run_table(sources.root / "params.yaml")
+    rows = ["| ablation or map | compares | what its runs share | axes |", "|---|---|---|---|"]
+    for entry in [*table.ablations.values(), *table.maps.values()]:
+        axes = "; ".join(f"{field} {', '.join(in_words(field, v) for v in values)}" for _, field, values in entry.axes) or "–"
+        rows.append(f"| `{entry.name}` | {', '.join(entry.labels.values())} | {shared_settings(entry.specs)} | "
+                    f"{axes} |")
+    return "\n".join(rows) + "\n"
+
+
 def render(kind: str, args: list[str], sources: Sources) -> str:
     writers = {"findings": lambda: findings_table(sources, args), "count": lambda: count_sentence(sources),
                "known-to-fail": lambda: known_to_fail(sources), "sample": lambda: sample(sources, *args),
                "records": lambda: records(sources),
-               "output": lambda: output(sources, *args), "paragraph": lambda: paragraph(sources, *args)}
+               "output": lambda: output(sources, *args), "paragraph": lambda: paragraph(sources, *args),
+               "plan": lambda: plan(sources)}
     if kind not in writers:
         raise KeyError(f"no generated block of kind '{kind}' (known: {', '.join(writers)})")
     return writers[kind]()

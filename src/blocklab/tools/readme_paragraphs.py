@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from blocklab.analysis.run_table import PlanEntry, RunTable
-from blocklab.analysis.setting_words import rate, shared_settings
+from blocklab.analysis.setting_words import shared_settings
+from blocklab.params.words import rate
 
 # matplotlib's first colours, the order a figure draws its variants in
 COLOURS = ["blue", "orange", "green", "red", "purple", "brown", "pink", "grey"]
