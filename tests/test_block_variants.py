@@ -174,3 +174,33 @@ def test_a_block_without_a_feed_forward_network_has_no_second_norm_or_residual()
     block = Block(ModelConfig(ffn="none"))
     assert block.ln2 is None and block.res2 is None
     assert sum(p.numel() for p in block.parameters()) == 16_640 + 128  # attention and one LayerNorm
+
+
+def test_olmo2s_qk_norm_normalises_every_heads_queries_at_once_over_the_width():
+    """OLMo 2's QK-norm: one RMSNorm over all heads' queries (and one over the keys), before they are split into
+    heads; qk-layernorm's normalises each head's apart."""
+    import torch
+
+    from blocklab.run.model import CausalSelfAttention
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 16)
+    for over, normed in (("width", 16), ("head", 4)):
+        attention = CausalSelfAttention(ModelConfig(d_model=16, n_heads=4, qk_norm="rmsnorm", qk_norm_over=over))
+        assert attention.q_norm.weight.shape == (normed,)
+        q, k, _ = attention.heads(x)
+        joined = q.transpose(1, 2).reshape(2, 5, 16)
+        rms_width = joined.pow(2).mean(-1).sqrt()
+        rms_heads = q.pow(2).mean(-1).sqrt()
+        if over == "width":
+            assert torch.allclose(rms_width, torch.ones_like(rms_width), atol=1e-3)
+            assert not torch.allclose(rms_heads, torch.ones_like(rms_heads), atol=1e-2)
+        else:  # eps moves a 4-channel head's RMS by up to 1e-4
+            assert torch.allclose(rms_heads, torch.ones_like(rms_heads), atol=2e-3)
+
+
+def test_qk_norm_over_without_a_qk_norm_says_what_to_set():
+    import pytest
+
+    with pytest.raises(ValueError, match="with qk_norm: none there is none"):
+        ModelConfig(qk_norm_over="width")

@@ -249,6 +249,18 @@ def rung(variant: str, before: str, mean: float, mean_before: float) -> dict:
     return {f"modern_ladder/{variant}": around(mean), f"modern_ladder/{before}": around(mean_before)}
 
 
+def depth_cost(width: int, lr: float, shallow: float, deep: float) -> dict:
+    """The pilot's pre-norm ending at `shallow` at 6 blocks and `deep` at 24, at one width and rate."""
+    return {f"depth_cost/pre/d{width}_l6_lr{lr:g}": Cell(final=shallow),
+            f"depth_cost/pre/d{width}_l24_lr{lr:g}": Cell(final=deep)}
+
+
+for _w in (32, 64):
+    for _tag, _lr in (("low_lr", 0.003), ("high_lr", 0.01)):
+        CASES[f"depth_cost.pre_pays_for_depth_d{_w}_{_tag}"] = (depth_cost(_w, _lr, 2.2, 2.3),
+                                                                 depth_cost(_w, _lr, 2.3, 2.2))
+
+
 HIGH_LR = ("l6_lr0.01", "l12_lr0.01", "l24_lr0.01")
 CASES.update({
     "placements.pre_stream_grows_with_depth": (

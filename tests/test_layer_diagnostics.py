@@ -91,3 +91,32 @@ def test_mlflow_gets_each_blocks_history_and_a_blockless_model_none(tmp_path, ki
     assert {"resid_rms_l1", "resid_rms_l2", "block_cos_l2", "resid_max_abs_l1"} <= names
     assert not any(n.startswith("dyt_saturated") for n in names)  # no DyT, no empty values logged
     assert sorted({m.step for m in metrics}) == [4, 5] and all(1_000 <= m.timestamp <= 2_000 for m in metrics)
+
+
+def test_a_skipped_blocks_loss_is_the_loss_of_the_model_without_it_and_reading_it_changes_no_bit(tmp_path):
+    """layer_skip (Sun et al. 2025's fig. 1): per block, the validation loss with the block's output its input,
+    less the whole model's, in metrics.json; the run's every other number is the one it has without it."""
+    from blocklab.run.training import skipped_block_losses
+
+    g = torch.Generator().manual_seed(1)
+    train, val = torch.randint(0, V, (5000,), generator=g), torch.randint(0, V, (2000,), generator=g)
+    cfg = ModelConfig(d_model=16, n_heads=2, n_layers=3, context=8)
+    runs = {}
+    with torch_threads(1):
+        for skip in (False, True):
+            runs[skip] = train_run(cfg, TrainConfig(steps=12, eval_interval=5, eval_windows=16, device="cpu",
+                                                    layer_skip=skip), 0, train, val, V)
+    without, measured = runs[False].metrics, runs[True].metrics
+    deltas = measured.pop("skip_loss_delta")
+    assert "skip_loss_delta" not in without and measured == without and runs[True].curve == runs[False].curve
+    assert len(deltas) == 3 and all(isinstance(d, float) for d in deltas)
+
+    model = build_model(cfg, V, seed=0)
+    x, y = _windows()
+    losses = skipped_block_losses(model, x, y)
+    for skipped, loss in enumerate(losses):
+        kept = torch.nn.Sequential(*(b for i, b in enumerate(model.blocks) if i != skipped))
+        whole, model.blocks = model.blocks, kept
+        assert loss == pytest.approx(evaluate_loss(model, x, y), rel=1e-6)
+        model.blocks = whole
+    assert evaluate_loss(model, x, y) not in losses  # the hooks are gone: the whole model again

@@ -14,7 +14,7 @@ from blocklab.analysis.maps import cell_table, map_runs_frame
 from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plain_log_ticks, plt, save_figure
 from blocklab.analysis.runs import BLOWN_UP_MARGIN
 from blocklab.analysis.setting_words import shared_settings
-from blocklab.params.words import rate
+from blocklab.params.words import in_words, rate
 from blocklab.analysis.run_table import RunTable
 
 
@@ -210,15 +210,19 @@ def attention_logits(cells: pd.DataFrame, title: str, path: Path) -> Path:
     return save_figure(fig, path, dpi=100)
 
 
-def loss_by_depth(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
-    """Final validation loss against depth (log axis), one line per variant, one panel per learning rate; a cell
-    where some seeds did not train (collapsed or blew up) is a hollow marker with the count beside it."""
+def loss_by_depth(cells: pd.DataFrame, baselines: dict, title: str, path: Path, others: tuple[str, ...] = ()
+                  ) -> Path:
+    """Final validation loss against depth (log axis), one line per variant (and per value of the map's `others`
+    axes, a width say), one panel per learning rate; a cell where some seeds did not train (collapsed or blew up)
+    is a hollow marker with the count beside it."""
     rates = sorted(set(cells["lr"]))
     fig, axes = _panels(len(rates), 5.2, 3.8, sharey=True)
     for ax, lr in zip(axes, rates):
-        for i, ((_, label), lines) in enumerate(cells[cells["lr"] == lr].groupby(["variant", "label"], sort=False)):
+        lines_of = cells[cells["lr"] == lr].groupby(["variant", "label", *others], sort=False)
+        for i, ((_, label, *values), lines) in enumerate(lines_of):
             lines = lines.sort_values("n_layers")
             colour = f"C{i % 10}"
+            label = ", ".join([label, *(f"{field} {in_words(field, value)}" for field, value in zip(others, values))])
             ax.plot(lines["n_layers"], lines["val_loss_mean"], marker="o", ms=4, color=colour, label=label)
             for _, cell in lines.iterrows():
                 failed = int(cell["collapsed"]) + int(cell["blown_up"])
@@ -278,6 +282,7 @@ def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, su
     cells = cell_table(map_runs_frame(table, name, metrics))
     baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
     setting = shared_settings(table.maps[name].specs)  # an axis's setting differs between cells: left out
+    others = tuple(field for _, field, _ in table.maps[name].axes if field not in ("n_layers", "lr"))
 
     def heading(what: str) -> str:
         return f"{name}: {what}\n{setting}"
@@ -293,7 +298,8 @@ def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, su
             cells, summary, name, heading("LR sensitivity (Wortsman et al. 2023) per group of cells"), path),
         "attention_logits": lambda path: attention_logits(
             cells, heading("the largest attention logit at the end of training, against learning rate"), path),
-        "depth": lambda path: loss_by_depth(cells, baselines, heading("final validation loss against depth"), path),
+        "depth": lambda path: loss_by_depth(cells, baselines, heading("final validation loss against depth"), path,
+                                            others),
         "layers": lambda path: residual_stream_by_cell(
             table, name, metrics, heading("the residual stream's RMS after each block at the end of training "
                                            "(Kim et al. 2025: it grows with depth under pre-norm)"), path),

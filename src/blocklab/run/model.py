@@ -24,7 +24,8 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}
 
 class CausalSelfAttention(nn.Module):
     """`n_heads` causal heads from one fused q/k/v projection, concatenated, then (optionally) projected;
-    optionally a norm over each head's queries and keys first (qk-layernorm: Dehghani et al. 2023)."""
+    optionally a norm over each head's queries and keys first (qk-layernorm: Dehghani et al. 2023), or over all
+    heads' at once before they are split (OLMo 2's QK-norm)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -32,8 +33,10 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.qkv_bias and cfg.bias)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias) if cfg.attn_proj else nn.Identity()
         head = cfg.d_model // cfg.n_heads
-        self.q_norm = make_norm(cfg.qk_norm, head, cfg) if cfg.qk_norm != "none" else None
-        self.k_norm = make_norm(cfg.qk_norm, head, cfg) if cfg.qk_norm != "none" else None
+        self.qk_norm_over_width = cfg.qk_norm_over == "width"
+        normed = cfg.d_model if self.qk_norm_over_width else head
+        self.q_norm = make_norm(cfg.qk_norm, normed, cfg) if cfg.qk_norm != "none" else None
+        self.k_norm = make_norm(cfg.qk_norm, normed, cfg) if cfg.qk_norm != "none" else None
         self.rotary = Rotary(head) if cfg.rope else None
         # mup: q.k / d_head, equal to the usual q.k / sqrt(d_head) at the base width; None: that usual scale
         self.scale = None if cfg.parametrization == "standard" else (cfg.base_width // cfg.n_heads) ** 0.5 / head
@@ -42,8 +45,10 @@ class CausalSelfAttention(nn.Module):
         """Queries, keys and values per head: (B, T, C) -> 3 x (B, nh, T, hs)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
+        if self.q_norm is not None and self.qk_norm_over_width:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))
-        if self.q_norm is not None:
+        if self.q_norm is not None and not self.qk_norm_over_width:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)

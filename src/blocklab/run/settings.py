@@ -49,7 +49,10 @@ class ModelConfig:
     # The residual connection around each sub-layer f: plain x + f(x); none f(x); rezero x + a * f(x), a a learned
     # scalar from 0 (Bachlechner et al. 2020); deepnorm LN(alpha * x + f(x)) (Wang et al. 2022)
     residual: Literal["plain", "none", "rezero", "deepnorm"] = "plain"
-    qk_norm: Literal["none", "layernorm", "rmsnorm"] = "none"  # a norm over each head's queries and keys
+    qk_norm: Literal["none", "layernorm", "rmsnorm"] = "none"  # a norm over the queries and the keys
+    # what QK-norm normalises over: each head's queries and keys apart (head; Dehghani et al. 2023), or all heads'
+    # at once over the model's width, before they are split into heads (width; OLMo 2)
+    qk_norm_over: Literal["head", "width"] = "head"
     # mup: Yang et al. 2022's parametrisation for Adam, relative to a model of width base_width (where it is
     # the standard one): hidden matrices' learning rate and the output logits / (d_model / base_width),
     # attention logits q.k / d_head (scaled to equal q.k / sqrt(d_head) at the base width)
@@ -82,6 +85,9 @@ class ModelConfig:
         if self.dyt_alpha is not None and self.norm_type != "dyt":
             raise ValueError(f"dyt_alpha is DyT's initial alpha: with norm_type: {self.norm_type} there is no DyT "
                              f"(set norm_type: dyt, or remove dyt_alpha)")
+        if self.qk_norm_over != "head" and self.qk_norm == "none":
+            raise ValueError("qk_norm_over says what QK-norm normalises over: with qk_norm: none there is none "
+                             "(set qk_norm, or remove qk_norm_over)")
         if self.rope and (self.d_model // self.n_heads) % 2:
             raise ValueError(f"rope rotates each head's channels in pairs: the head size d_model / n_heads = "
                              f"{self.d_model // self.n_heads} must be even (change d_model or n_heads)")
@@ -150,6 +156,9 @@ class TrainConfig:
     # false: AdamW's decay, coupled to the learning rate (theta -= lr * weight_decay * theta); true: independent
     # of it (theta -= weight_decay * theta, times the warmup's ramp), as Wortsman et al. 2023 train
     independent_weight_decay: bool = False
+    # true: after training, the validation loss with each block skipped in turn (its output its input), less the
+    # whole model's, in metrics.json's skip_loss_delta (Sun et al. 2025's fig. 1: how much each block still does)
+    layer_skip: bool = False
 
     @model_validator(mode="after")
     def _warmup_within_the_run(self) -> "TrainConfig":

@@ -112,6 +112,20 @@ def random_batches_loss(model: torch.nn.Module, val: torch.Tensor, context: int,
     return sum(losses) / len(losses)
 
 
+@torch.no_grad()
+def skipped_block_losses(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[float | None]:
+    """Per block, first to last, the validation loss with that block skipped: its output replaced by its input
+    (Sun et al. 2025's fig. 1, "how much each layer still does"). Read after training; changes nothing."""
+    losses = []
+    for block in getattr(model, "blocks", []):
+        handle = block.register_forward_hook(lambda _module, inputs, _output: inputs[0])
+        try:
+            losses.append(finite_or_none(evaluate_loss(model, x, y)))
+        finally:
+            handle.remove()
+    return losses
+
+
 @dataclass
 class Record:
     """What a run has measured so far: each step's loss and gradient norm, and at each evaluation step the
@@ -202,6 +216,10 @@ def train_run(
     if train_cfg.eval_batches:  # only then: the metrics of runs without it stay as they were
         metrics["val_loss_batches"] = finite_or_none(random_batches_loss(model, val, T, B, train_cfg.eval_batches,
                                                                          seed))
+    if train_cfg.layer_skip:  # only then: the metrics of runs without it stay as they were
+        whole = metrics["val_loss"]
+        metrics["skip_loss_delta"] = [None if loss is None or whole is None else loss - whole
+                                      for loss in skipped_block_losses(model, val_x, val_y)]
     weights = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
     return RunResult(curve=curve_rows(record, train_cfg, done), metrics=metrics, layers=layer_rows(record),
                      seconds=seconds, resumed_from=record.first, weights=weights, started_at=started_at,
