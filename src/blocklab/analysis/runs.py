@@ -9,6 +9,7 @@ import pandas as pd
 
 from blocklab.analysis.intervals import half_width
 from blocklab.analysis.run_table import RunTable
+from blocklab.analysis.stream import stream_metrics
 from blocklab.records import read_curve, read_metrics, read_timing, run_dir
 
 COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends no more than this below the unigram baseline (or above it)
@@ -29,7 +30,8 @@ def collect(table: RunTable, runs_dir: Path, baselines: dict, only: set[str] | N
     names), keyed `<ablation>/<variant>/seed<k>` (a map's `<map>/<variant>/<cell>/seed<k>`): the metrics from
     the runs' folders in `runs_dir` (their committed records, reports/runs, or the train stages' outputs), the
     wall times from `timings_dir` (default: `runs_dir`) for the runs trained or copied on this machine (a
-    record keeps none; neither does DVC's cache)."""
+    record keeps none; neither does DVC's cache). Each run's metrics gain how it ended (`outcome`) and its
+    residual stream's measures (blocklab.analysis.stream)."""
     runs, timings = {}, {}
     for spec, seed in table.runs():
         if only is not None and spec.ablation not in only:
@@ -39,6 +41,7 @@ def collect(table: RunTable, runs_dir: Path, baselines: dict, only: set[str] | N
             raise FileNotFoundError(f"run {spec.key(seed)} has no results in {directory}: run `dvc repro` to train it")
         metrics = read_metrics(directory)
         metrics.update(outcome(metrics["train_loss_last25"], bool(metrics.get("diverged")), baselines))
+        metrics.update(stream_metrics(metrics))
         runs[spec.key(seed)] = metrics
         timed = run_dir(spec.directory(Path(timings_dir or runs_dir) / spec.ablation / spec.variant), seed)
         if (timed / "timing.json").exists():
