@@ -14,7 +14,7 @@ LOCK        ?= requirements.lock
 # Put the venv first on PATH so DVC stages' `python` is the project's.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo repro test test-fast install clean
+.PHONY: demo repro repro-extended test test-fast install clean
 
 $(BIN)/blocklab: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,16 @@ install: $(BIN)/blocklab
 demo: install     ## the way in: the lesson's table A trained through the pipeline, checked, drawn, sampled (~2 min)
 	blocklab demo
 
-repro: install    ## run the whole default pipeline: every run it needs trained at once, then dvc repro copies them
+# The default plan: its runs trained at once (prefetch), copied and recorded by their stages, then the rest of the
+# pipeline; the extended plan's stages (params.yaml's `plan: extended`), whose records are committed, are read, not
+# retrained (--allow-missing skips a stage whose only change is its missing runs).
+repro: install    ## run the whole default plan: every run it needs trained at once, then dvc repro copies them
 	blocklab prefetch
+	dvc repro --single-item $$(blocklab params --stages default)
+	dvc repro --allow-missing
+
+repro-extended: install  ## the default plan and the extended one (what does not fit make repro's budget: docs/performance.md)
+	blocklab prefetch --extended
 	dvc repro
 
 # One pytest worker per logical CPU (pytest-xdist): most of the suite's time is single-threaded DVC, MLflow and server

@@ -41,13 +41,15 @@ def main(records_dir: Path, reports_dir: Path, params_file: str, reference_file:
                    for name in table.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
         map_summary = json.loads((reports_dir / "maps.json").read_text())
-        map_figures = {name: map_plots.map_outputs(table, name, metrics, reports_dir, map_summary) for name in table.maps}
+        claims = load_claims(claims_file, table)
+        map_figures = {name: map_plots.map_outputs(table, name, metrics, reports_dir, map_summary, claims, verdicts)
+                       for name in table.maps}
         figures = {name: future.result() for name, future in drawing.items()}
     maps = [map_section(table, name, map_summary, map_figures[name]) for name in table.maps]
     samples = json.loads((reports_dir / "samples.json").read_text())
     summary = summary_markdown(table, metrics, reference, figures, gradients,
                                str(gradient_figure.relative_to(reports_dir)),
-                               verdicts_markdown(load_claims(claims_file, table), verdicts), samples, maps)
+                               verdicts_markdown(claims, verdicts), samples, maps)
     (reports_dir / "summary.md").write_text(summary)
     drawn = sum(map(len, figures.values())) + sum(map(len, map_figures.values())) + 1
     click.echo(f"{drawn} figures -> {reports_dir / 'figures'}; "

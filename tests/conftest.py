@@ -180,6 +180,8 @@ def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> di
         ablation["model"].pop("n_layers", None)
     for plan in params.get("maps", {}).values():  # 2 variants x 2 learning rates x 2 warmups x 2 seeds
         plan["train"].update(steps=steps, eval_interval=5)
+        if plan["train"].get("warmup", 0) > steps:  # a warmup no longer than the run
+            plan["train"]["warmup"] = steps
         plan["seeds"] = plan["seeds"][:2]
         plan["variants"] = dict(list(plan["variants"].items())[:variants])
         plan["labels"] = {k: v for k, v in plan.get("labels", {}).items() if k in plan["variants"]}

@@ -42,13 +42,19 @@ def evidence(overrides: dict, runs_dir: Path | None = None) -> Evidence:
                 override.write(runs_dir / spec.key(seed), seed)
     for spec in PLAN.map_specs():  # every map cell trains to 2.2 from 4.2, but the cells in `overrides`
         cell = overrides.get(spec.name, Cell(2.2))
+        if isinstance(cell, GradCurve):
+            for seed in spec.seeds:
+                cell.write(runs_dir / spec.key(seed), seed)
+            cell = Cell(2.2)
         for seed, value, attn in zip(spec.seeds, cell.final(len(spec.seeds)), cell.attn(len(spec.seeds))):
             runs[spec.key(seed)] = {**{field: value for field in FIELDS}, "val_loss_init": 4.2,
                                     "collapsed": cell.collapsed and not cell.diverged, "blown_up": cell.diverged,
                                     "diverged": cell.diverged,
                                     "attn_logit_max": attn, "logit_log_z": cell.log_z,
                                     "resid_growth": cell.growth(len(spec.seeds))[seed % len(spec.seeds)],
-                                    "block_cos_deep": cell.cos(len(spec.seeds))[seed % len(spec.seeds)]}
+                                    "block_cos_deep": cell.cos(len(spec.seeds))[seed % len(spec.seeds)],
+                                    **{f: values(len(spec.seeds))[seed % len(spec.seeds)]
+                                       for f, values in cell.stream.items()}}
             if cell.diverged:
                 runs[spec.key(seed)].update(val_loss=None, train_loss_last25=None)
     for key, value in overrides.items():
@@ -61,15 +67,21 @@ def evidence(overrides: dict, runs_dir: Path | None = None) -> Evidence:
 class Cell:
     """A made-up map cell: every seed ends near `final` (validation), or collapsed (at the unigram
     baseline), or diverged (no loss); its largest attention logit near `attn` (1% apart), its log Z `log_z`,
-    its residual stream's growth near `growth` and its deeper blocks' cos(input, output) near `cos`."""
+    its residual stream's growth near `growth` and its deeper blocks' cos(input, output) near `cos`; the stream
+    after the last block near `rms` (RMS) and `max_abs` (largest |h|), ln RMS's slope over the blocks near `slope`,
+    the deeper half's skipped-block loss change near `skip`, and the largest gradient norm near `grad`."""
 
     def __init__(self, final: float = 2.2, collapsed: bool = False, diverged: bool = False, attn: float = 5.0,
-                 log_z: float = 5.0, growth: float = 2.0, cos: float = 0.8):
+                 log_z: float = 5.0, growth: float = 2.0, cos: float = 0.8, rms: float = 5.0, max_abs: float = 30.0,
+                 slope: float = 0.05, skip: float = 0.05, grad: float = 1.0):
         self.final = around(UNIGRAM if collapsed else final)
         self.collapsed, self.diverged = collapsed, diverged
         self.growth, self.cos = around(growth, 0.01), around(cos, 0.002)
         self.attn = lambda n: [attn * (1 + 0.01 * ((i % 3) - 1)) for i in range(n)]
         self.log_z = log_z
+        self.stream = {"resid_rms_last": around(rms, 0.01), "resid_max_abs_last": around(max_abs, 0.01),
+                       "log_rms_slope": around(slope, 0.0005), "skip_delta_deep": around(skip, 0.0005),
+                       "max_grad_norm": around(grad, 0.01)}
 
 
 def lr_curve(variant: str, group: str, finals: dict[float, Cell]) -> dict:
@@ -114,6 +126,19 @@ class Curve:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "curve.csv").write_text("step,loss,grad_norm,lr,val_loss\n" +
                                           "".join(f"{step},{loss},1.0,0.001,\n" for step, loss in rows))
+
+
+class GradCurve:
+    """A made-up map cell's curve: the gradient norm `early` over steps 0-99, `late` over steps 100-249."""
+
+    def __init__(self, early: float, late: float):
+        self.early, self.late = early, late
+
+    def write(self, folder: Path, seed: int) -> None:
+        jitter = 0.01 * ((seed % 3) - 1)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "curve.csv").write_text("step,loss,grad_norm,lr,val_loss\n" + "".join(
+            f"{step},2.2,{(self.early if step < 100 else self.late) + jitter},0.01,\n" for step in range(250)))
 
 
 def _ladder(rung: str) -> float:
@@ -232,17 +257,24 @@ CASES.update({
 })
 
 
-def placements(variant: str, cells: dict[str, Cell]) -> dict:
-    """Overrides for cells of a placements-map variant, by cell name (`l24_lr0.003`)."""
-    return {f"placements/{variant}/{cell}": value for cell, value in cells.items()}
+def placements(variant: str, cells: dict[str, Cell], map_name: str = "placements") -> dict:
+    """Overrides for cells of a placements-map variant (or of `map_name`'s, a map of the same axes), by cell name
+    (`l24_lr0.003`)."""
+    return {f"{map_name}/{variant}/{cell}": value for cell, value in cells.items()}
 
 
-def lower(variant: str, than: str, cell: str = "l24_lr0.003", **fields) -> tuple[dict, dict]:
+def dyt_alpha(cells: dict[float, Cell], lr: float = 0.003) -> dict:
+    """Overrides for the dyt_alpha map's cells at `lr`, by initial alpha (the rest end at 2.2, as LayerNorm)."""
+    return {f"dyt_alpha/dyt/dyt_alpha{alpha:g}_lr{lr:g}": cell for alpha, cell in cells.items()}
+
+
+def lower(variant: str, than: str, cell: str = "l24_lr0.003", map_name: str = "placements", **fields
+          ) -> tuple[dict, dict]:
     """(holds, fails) for `variant` below `than` in `cell`: on `fields` (Cell's keywords, (low, high) each)."""
     low = {k: v[0] for k, v in fields.items()}
     high = {k: v[1] for k, v in fields.items()}
-    return ({**placements(variant, {cell: Cell(**low)}), **placements(than, {cell: Cell(**high)})},
-            {**placements(variant, {cell: Cell(**high)}), **placements(than, {cell: Cell(**low)})})
+    return ({**placements(variant, {cell: Cell(**low)}, map_name), **placements(than, {cell: Cell(**high)}, map_name)},
+            {**placements(variant, {cell: Cell(**high)}, map_name), **placements(than, {cell: Cell(**low)}, map_name)})
 
 
 def rung(variant: str, before: str, mean: float, mean_before: float) -> dict:
@@ -264,21 +296,37 @@ for _w in (32, 64):
 HIGH_LR = ("l6_lr0.01", "l12_lr0.01", "l24_lr0.01")
 CASES.update({
     "placements.pre_stream_grows_with_depth": (
-        placements("pre", {"l6_lr0.003": Cell(growth=1.5), "l12_lr0.003": Cell(growth=2.5),
-                           "l24_lr0.003": Cell(growth=4.0)}),
-        placements("pre", {"l6_lr0.003": Cell(growth=1.5), "l12_lr0.003": Cell(growth=2.5),
-                           "l24_lr0.003": Cell(growth=2.0)})),
-    "placements.peri_stream_grows_less_than_pre": lower("peri", "pre", growth=(1.5, 4.0)),
-    "placements.pre_deep_blocks_nearer_identity_when_deeper": (
-        placements("pre", {"l24_lr0.003": Cell(cos=0.95), "l6_lr0.003": Cell(cos=0.8)}),
-        placements("pre", {"l24_lr0.003": Cell(cos=0.8), "l6_lr0.003": Cell(cos=0.95)})),
-    "placements.scaling_curbs_deep_identity": lower("scaled", "pre", cos=(0.8, 0.95)),
-    "placements.scaling_curbs_growth": lower("scaled", "pre", growth=(1.5, 4.0)),
+        placements("pre", {"l6_lr0.003": Cell(rms=3.0), "l12_lr0.003": Cell(rms=4.0), "l24_lr0.003": Cell(rms=6.0)}),
+        placements("pre", {"l6_lr0.003": Cell(rms=3.0), "l12_lr0.003": Cell(rms=4.0), "l24_lr0.003": Cell(rms=3.5)})),
+    "placements.peri_stream_smaller_than_pre": lower("peri", "pre", rms=(3.0, 6.0)),
+    "placements.peri_fewer_massive_activations_than_pre": lower("peri", "pre", max_abs=(10.0, 40.0)),
+    "placements.pre_deep_blocks_matter_less_when_deeper": (
+        placements("pre", {"l24_lr0.003": Cell(skip=0.01), "l6_lr0.003": Cell(skip=0.1)}),
+        placements("pre", {"l24_lr0.003": Cell(skip=0.1), "l6_lr0.003": Cell(skip=0.01)})),
+    "placements.scaling_deep_blocks_matter_more": lower("pre", "scaled", skip=(0.01, 0.1)),
+    "placements.scaling_curbs_growth": lower("scaled", "pre", slope=(0.02, 0.08)),
     "placements.scaling_lowers_loss": lower("scaled", "pre", final=(2.1, 2.3)),
+    "placements.scaling_lowers_loss_high_lr": lower("scaled", "pre", "l24_lr0.01", final=(2.1, 2.3)),
+    "placements.scaling_gain_grows_with_depth": (
+        {**placements("scaled", {"l6_lr0.003": Cell(2.19), "l12_lr0.003": Cell(2.15), "l24_lr0.003": Cell(2.1)})},
+        {**placements("scaled", {"l6_lr0.003": Cell(2.1), "l12_lr0.003": Cell(2.15), "l24_lr0.003": Cell(2.19)})}),
     "placements.peri_lowers_loss": lower("peri", "pre", final=(2.1, 2.3)),
+    "placements_warmup.peri_lowers_loss": lower("peri", "pre", final=(2.1, 2.3), map_name="placements_warmup"),
     "placements.mix_lowers_loss": lower("mix", "pre", final=(2.1, 2.3)),
-    "placements.dyt_matches_layernorm": (
-        placements("dyt", {"l6_lr0.003": Cell(2.205)}), placements("dyt", {"l6_lr0.003": Cell(2.3)})),
+    "placements_warmup.mix_lowers_loss": lower("mix", "pre", final=(2.1, 2.3), map_name="placements_warmup"),
+    "placements.reordered_steadier_gradients": (
+        placements("reordered", {"l24_lr0.01": GradCurve(0.4, 0.4)}) | placements("pre", {"l24_lr0.01": GradCurve(0.4, 0.8)}),
+        placements("reordered", {"l24_lr0.01": GradCurve(0.4, 0.8)}) | placements("pre", {"l24_lr0.01": GradCurve(0.4, 0.4)})),
+    "dyt_alpha.alpha0_matters_low_lr": (
+        dyt_alpha({0.1: Cell(2.5), 0.5: Cell(2.25), 1.0: Cell(2.2), 2.0: Cell(2.3)}),
+        dyt_alpha({0.1: Cell(2.21), 0.5: Cell(2.2), 1.0: Cell(2.2), 2.0: Cell(2.2)})),
+    "dyt_alpha.alpha0_matters_high_lr": (
+        dyt_alpha({0.1: Cell(2.5), 0.5: Cell(2.25)}, 0.01), dyt_alpha({0.1: Cell(2.21), 0.5: Cell(2.2)}, 0.01)),
+    "dyt_alpha.untuned_matches_layernorm": (
+        dyt_alpha({0.5: Cell(2.205)}), dyt_alpha({0.5: Cell(2.3)})),
+    "dyt_alpha.tuned_matches_layernorm": (
+        dyt_alpha({0.1: Cell(2.5), 0.5: Cell(2.4), 1.0: Cell(2.205), 2.0: Cell(2.6)}),
+        dyt_alpha({0.1: Cell(2.5), 0.5: Cell(2.3), 1.0: Cell(2.35), 2.0: Cell(2.6)})),
     "placements.peri_fails_no_more_than_pre_at_high_lr": (
         placements("pre", {cell: COLLAPSED for cell in HIGH_LR}), placements("peri", {cell: DIVERGED for cell in HIGH_LR})),
     "placements.post_fails_where_pre_trains": (
@@ -315,6 +363,7 @@ def test_a_finding_holds_on_results_that_satisfy_it_and_fails_on_results_that_br
 def test_no_check_reads_a_training_result_and_no_finding_is_deterministic():
     """A check's quantities are counts or the untrained probe; a finding reads at least one loss."""
     training = ("loss(", "mean(", "seeds(", "window(", "at(", "lr_sensitivity(", "max_trainable_lr(", "best_lr(",
+                "lowest(", "highest(",
                 "untrained(", '"val_loss', '"train_loss')
     for claim in CLAIMS:
         text = yaml.safe_dump(claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))

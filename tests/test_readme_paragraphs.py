@@ -53,3 +53,21 @@ def test_the_readme_shows_each_paragraph_as_blocklab_docs_writes_it():
     readme = (ROOT / "README.md").read_text()
     for name in PARAGRAPHS:
         assert f"<!-- generated: paragraph {name} -->\n" in readme, name
+
+
+def test_the_placements_paragraph_says_every_verdict_its_figure_draws():
+    """The figure beside the placements paragraph draws each finding over the map's cells with its interval: the
+    paragraph reads every one of those verdicts (flipping any changes its words), so it cannot say what the figure
+    beside it contradicts."""
+    from blocklab.analysis.claims import load_claims
+    from blocklab.analysis.finding_plots import reads_map
+
+    table = RunTable.of(parse_params(copy.deepcopy(RAW)))
+    written = PARAGRAPHS["placements-map"](table, VERDICTS, MAPS)
+    drawn = [c.id for c in load_claims(ROOT / "claims.yaml", table) if reads_map(c, "placements")
+             and VERDICTS[c.id].get("interval")]
+    assert len(drawn) >= 10
+    for cid in drawn:
+        for other in {"holds", "fails", "inconclusive"} - {VERDICTS[cid]["verdict"]}:
+            flipped = {**VERDICTS, cid: {**VERDICTS[cid], "verdict": other}}
+            assert PARAGRAPHS["placements-map"](table, flipped, MAPS) != written, (cid, other)

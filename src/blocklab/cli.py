@@ -63,6 +63,7 @@ def main() -> None:
 
     \b
     make demo     the lesson's own experiments and their findings, in about two minutes
-    make repro    the whole plan (blocklab prefetch, then dvc repro)
+    make repro    the whole default plan (blocklab prefetch, then dvc repro)
+    make repro-extended   and the extended plan (what does not fit the default one's budget)
     See README.md."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
+from blocklab.analysis.finding_plots import findings_figure, reads_map
 from blocklab.analysis.maps import cell_table, map_runs_frame
 from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plain_log_ticks, plt, save_figure
 from blocklab.analysis.runs import BLOWN_UP_MARGIN
@@ -77,7 +78,9 @@ def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -
     scale = trained if len(trained) else cells["val_loss_mean"].dropna()
     norm = Normalize(float(scale.min()), float(scale.max()), clip=True)
     colours = matplotlib.colormaps["viridis_r"]
-    width = 0.62 * len(lrs) + 1.0
+    # a panel per variant, wide enough for its learning rates; a map of one or two variants wide enough for its
+    # title and legend
+    width = max(0.62 * len(lrs) + 1.0, 6.5 / min(len(variants), 3))
     # narrow panels (few learning rates) go more to a row, so that the legend and the titles fit
     fig, panels = _panels(len(variants), width, 0.48 * len(groups) + 1.0, columns=max(2, int(ROW_INCHES // width)),
                           sharey=True)
@@ -275,10 +278,11 @@ def residual_stream_by_cell(table: RunTable, name: str, metrics: dict, title: st
     return save_figure(fig, path, dpi=100)
 
 
-def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict]
-                ) -> dict[str, str]:
+def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict],
+                claims: list = (), verdicts: dict | None = None) -> dict[str, str]:
     """Map `name`'s figures (reports/figures/<map>_<kind>.png, the kinds its `figures` lists): their paths
-    relative to `reports_dir`, by kind. `summary`: reports/maps.json."""
+    relative to `reports_dir`, by kind. `summary`: reports/maps.json; `claims` and `verdicts` (reports/claims.json):
+    what the findings figure draws, the findings that read this map's cells."""
     cells = cell_table(map_runs_frame(table, name, metrics))
     baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
     setting = shared_settings(table.maps[name].specs)  # an axis's setting differs between cells: left out
@@ -303,6 +307,9 @@ def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, su
         "layers": lambda path: residual_stream_by_cell(
             table, name, metrics, heading("the residual stream's RMS after each block at the end of training "
                                            "(Kim et al. 2025: it grows with depth under pre-norm)"), path),
+        "findings": lambda path: findings_figure(
+            [c for c in claims if reads_map(c, name)], verdicts or {},
+            heading("each finding's own quantity with its interval; zero, or an equivalence test's band, marked"), path),
     }
     drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in table.maps[name].figures}
-    return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items()}
+    return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items() if path is not None}

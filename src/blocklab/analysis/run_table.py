@@ -31,6 +31,7 @@ class PlanEntry:
     figures: tuple[str, ...]  # the figures it asks for beside those every ablation gets
     axes: tuple[Axis, ...]  # a map's axes, in grid order (the first slowest); empty for an ablation
     specs: tuple[RunSpec, ...]  # an ablation's variants; a map's every cell, variant by variant
+    plan: str = "default"  # which plan trains it: default (make repro) or extended (make repro-extended)
 
     @property
     def variants(self) -> list[str]:
@@ -54,7 +55,7 @@ def _entry(params: Params, name: str, is_map: bool) -> PlanEntry:
     axes = tuple((s, f, tuple(values)) for s, f, values in plan.axes.grid()) if is_map else ()
     labels = {variant: next(spec.label for spec in specs if spec.variant == variant) for variant in plan.variants}
     return PlanEntry(name, is_map, plan.description, tuple(plan.seeds), labels, tuple(plan.figures), axes,
-                     tuple(specs))
+                     tuple(specs), plan.plan)
 
 
 @dataclass(frozen=True)

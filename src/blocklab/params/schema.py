@@ -12,7 +12,7 @@ import itertools
 import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import (
@@ -104,6 +104,11 @@ class _Plan(_Strict):
     # as a setting, `{warmup}-step warmup` or `{n_layers:layer}`, filled from the run's resolved settings
     # (blocklab.params.words).
     labels: dict[str, str] = {}
+    # Which plan trains it: `default` (`make repro`, the whole default plan within its budget, docs/performance.md)
+    # or `extended` (`make repro-extended`: what does not fit, its cost stated there). Both commit their records, so
+    # a fresh clone checks both plans' findings without training. Not a run's setting: moving an ablation or a map
+    # between the plans retrains nothing.
+    plan: Literal["default", "extended"] = "default"
 
     @model_validator(mode="after")
     def _labels_name_variants(self) -> "_Plan":
@@ -160,7 +165,7 @@ class Map(_Plan):
 
     @model_validator(mode="after")
     def _lr_figures_need_an_lr_axis(self) -> "Map":
-        wanting = [f for f in self.figures if f not in ("heatmap", "layers")]
+        wanting = [f for f in self.figures if f not in ("heatmap", "layers", "findings")]
         if wanting and "lr" not in self.axes.train:
             raise ValueError(f"figures {', '.join(wanting)} draw against the learning rate: the map needs an axis "
                              f"train.lr (or draw only: figures: [heatmap])")
@@ -248,6 +253,10 @@ class Params(_Strict):
         if both:  # their runs share data/runs/<name> and the run keys <name>/...
             raise ValueError(f"{', '.join(both)}: both an ablation and a map; give them different names")
         return self
+
+    def in_plan(self, plan: str) -> list[str]:
+        """The ablations and maps (their names, in dvc.yaml's order) that plan `plan` trains."""
+        return [name for name, entry in [*self.ablations.items(), *self.maps.items()] if entry.plan == plan]
 
     def spec(self, ablation: str, variant: str) -> RunSpec:
         if ablation not in self.ablations:

@@ -138,10 +138,17 @@ def train_ahead(runs: list[PlannedRun], corpus, store: RunStore, workers: int, s
     return Prefetched(distinct, distinct - len(todo), len(results), seconds, busy_fraction(results, seconds, workers))
 
 
+def in_default_plan(params: Params, stages: list[TrainStage]) -> tuple[list[TrainStage], list[TrainStage]]:
+    """(the stages of the default plan, those of the extended plan) among `stages` (params.yaml's `plan:`)."""
+    extended = set(params.in_plan("extended"))
+    return [s for s in stages if s.ablation not in extended], [s for s in stages if s.ablation in extended]
+
+
 def prefetch_reported(params: Params, targets: tuple[str, ...], workers: int | None, scheduler: str | None,
-                      dry_run: bool, store_dir: Path) -> None:
+                      dry_run: bool, store_dir: Path, extended: bool = False) -> None:
     """`blocklab prefetch`: the out-of-date stages' runs trained into the store (or, `dry_run`, counted), said as it
-    goes; a Ctrl-C keeps every finished run and says so."""
+    goes; a Ctrl-C keeps every finished run and says so. Without `targets`, the default plan's stages only, unless
+    `extended`."""
     import os
 
     import click
@@ -157,6 +164,11 @@ def prefetch_reported(params: Params, targets: tuple[str, ...], workers: int | N
     else:
         workers = workers or os.cpu_count() or 1
     stale = stale_train_stages(targets, echo=click.echo)
+    if not targets and not extended:
+        stale.stages, left_out = in_default_plan(params, stale.stages)
+        if left_out:
+            click.echo(f"{len(left_out)} out-of-date stages of the extended plan left out "
+                       f"({', '.join(s.name for s in left_out)}): `blocklab prefetch --extended` trains them too")
     store = RunStore(store_dir)
     runs = runs_of_stages(params, stale.stages, RunKeys(ENCODED)) if stale.stages else []
     click.echo(f"{len(stale.stages)} train and map stages out of date ({stale.up_to_date} up to date"

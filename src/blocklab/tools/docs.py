@@ -159,7 +159,8 @@ def plan(sources: Sources) -> str:
     rows = ["| ablation or map | compares | what its runs share | axes |", "|---|---|---|---|"]
     for entry in [*table.ablations.values(), *table.maps.values()]:
         axes = "; ".join(f"{field} {', '.join(in_words(field, v) for v in values)}" for _, field, values in entry.axes) or "–"
-        rows.append(f"| `{entry.name}` | {', '.join(entry.labels.values())} | {shared_settings(entry.specs)} | "
+        plan = " (extended plan: `make repro-extended`)" if entry.plan == "extended" else ""
+        rows.append(f"| `{entry.name}`{plan} | {', '.join(entry.labels.values())} | {shared_settings(entry.specs)} | "
                     f"{axes} |")
     return "\n".join(rows) + "\n"
 

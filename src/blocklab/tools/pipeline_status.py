@@ -43,6 +43,15 @@ def changes(status: dict, outputs: set[str]) -> list[str]:
     return found
 
 
+def left_after_repro(status: dict, outputs: set[str], extended: set[str]) -> dict:
+    """`dvc status --json`'s `status` less what `make repro` leaves as it is: a stage that always runs (track), and
+    a stage of the extended plan (`extended`: its DVC names) whose only changes are its missing outputs, as in a
+    fresh clone (`changes` explains them): its records are committed and `make repro-extended` trains it. Anything
+    else of an extended stage (a changed dependency) stays: its records would be stale."""
+    return {stage: entries for stage, entries in status.items()
+            if entries != ["always changed"] and not (stage in extended and not changes({stage: entries}, outputs))}
+
+
 def stage_outputs(lock_file: str | Path = "dvc.lock") -> set[str]:
     """Every output path dvc.lock records."""
     import yaml

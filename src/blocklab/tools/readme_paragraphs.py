@@ -71,39 +71,86 @@ def stability_map(table: RunTable, verdicts: dict, maps: dict) -> str:
             f"{trains('pre', 'w0')}: {lower}. A grey cell collapsed, a red one blew up:\n")
 
 
+# (claim, the variant it sets against pre-norm at the deepest stack): the placements' final-loss findings
+PLACEMENT_LOSSES = [("placements.peri_lowers_loss", "peri"), ("placements.mix_lowers_loss", "mix"),
+                    ("placements.scaling_lowers_loss", "scaled")]
+# the same against pre-norm with the same warmup (the placements_warmup map)
+WARMUP_LOSSES = [("placements_warmup.peri_lowers_loss", "peri"), ("placements_warmup.mix_lowers_loss", "mix")]
+
+
 def placements_map(table: RunTable, verdicts: dict, maps: dict) -> str:
-    """The placements map: what it trains, and what its findings decided."""
+    """The placements map: what it trains, and what its findings decided, paper by paper."""
     entry = table.maps["placements"]
     depths, rates = _axis(entry, "n_layers"), _axis(entry, "lr")
-    v = {cid.split(".", 1)[1]: found["verdict"] for cid, found in verdicts.items() if cid.startswith("placements.")}
-    sentences = [
-        _said(v["pre_stream_grows_with_depth"], "pre-norm's residual stream grows with depth, as Kim et al. report",
-              "pre-norm's residual stream does not grow with depth, against Kim et al.",
-              "whether pre-norm's residual stream grows with depth is undecided"),
-        _said(v["post_fails_where_pre_trains"], "post-norm loses more seeds than pre-norm as the stack deepens",
-              "post-norm loses no more seeds than pre-norm", "whether post-norm loses more seeds is undecided"),
-        _said(v["peri_stream_grows_less_than_pre"], "Peri-LN's stream grows less than pre-norm's, as Kim et al. report",
-              "Peri-LN's stream grows *more* than pre-norm's, not less",
-              "whether Peri-LN's stream grows less than pre-norm's is undecided"),
+    v = {cid: found["verdict"] for cid, found in verdicts.items()}
+    stream = [
+        _said(v["placements.pre_stream_grows_with_depth"], "pre-norm's residual stream ends larger the deeper the stack",
+              "pre-norm's residual stream does not end larger the deeper the stack",
+              "whether pre-norm's residual stream ends larger the deeper the stack is undecided"),
+        _said(v["placements.peri_stream_smaller_than_pre"], "Peri-LN's ends smaller than pre-norm's",
+              "Peri-LN's ends *larger* than pre-norm's, not smaller",
+              "whether Peri-LN's ends smaller than pre-norm's is undecided"),
+        _said(v["placements.peri_fewer_massive_activations_than_pre"], "with a smaller largest value",
+              "with a *larger* largest value", "and whether its largest value is smaller is undecided"),
     ]
-    losses = {entry.labels[variant]: v[f"{claim}_lowers_loss"]
-              for variant, claim in (("peri", "peri"), ("scaled", "scaling"), ("mix", "mix"))}
-    below = [label for label, verdict in losses.items() if verdict == "holds"]
-    undecided = [label for label, verdict in losses.items() if verdict == "inconclusive"]
-    above = [label for label, verdict in losses.items() if verdict == "fails"]
-    if below:
-        sentences.append(f"{_listed(below)} end{'s' * (len(below) == 1)} below pre-norm's loss at the deepest stack")
-    if above:
-        sentences.append(f"{_listed(above)} end{'s' * (len(above) == 1)} above pre-norm's loss at the deepest stack")
-    if undecided:
-        sentences.append(f"whether {_listed(undecided)} end{'s' * (len(undecided) == 1)} below pre-norm's loss at the "
-                         f"deepest stack is undecided at these seeds")
+    depth = [
+        _said(v["placements.pre_deep_blocks_matter_less_when_deeper"],
+              "skipping a deep block of pre-norm costs less in the deepest stack than in the shallowest",
+              "skipping a deep block of pre-norm costs no less in the deepest stack than in the shallowest",
+              "whether skipping a deep block of pre-norm costs less in the deepest stack is undecided"),
+        _said(v["placements.scaling_deep_blocks_matter_more"], "LayerNorm scaling makes the deep blocks matter more",
+              "LayerNorm scaling makes the deep blocks matter *less*",
+              "whether LayerNorm scaling makes the deep blocks matter more is undecided"),
+        _said(v["placements.scaling_curbs_growth"], "the scaling slows the stream's growth over the blocks",
+              "the scaling does not slow the stream's growth over the blocks",
+              "whether the scaling slows the stream's growth is undecided"),
+        _said(v["placements.scaling_gain_grows_with_depth"], "the scaling's gain over pre-norm grows with depth",
+              "the scaling's gain over pre-norm does not grow with depth",
+              "whether the scaling's gain over pre-norm grows with depth is undecided"),
+        _said(v["placements.scaling_lowers_loss_high_lr"],
+              f"at lr {rate(max(rates))} the scaling ends below pre-norm at the deepest stack",
+              f"at lr {rate(max(rates))} the scaling ends *above* pre-norm at the deepest stack",
+              f"whether the scaling ends below pre-norm at the deepest stack at lr {rate(max(rates))} is undecided"),
+    ]
+    warmup = table.maps["placements_warmup"]
+    groups: dict[str, list[str]] = {}
+    for cid, variant in PLACEMENT_LOSSES:
+        groups.setdefault(v[cid], []).append(entry.labels[variant])
+    for cid, variant in WARMUP_LOSSES:
+        groups.setdefault(v[cid], []).append(f"{warmup.labels[variant]} with a "
+                                             f"{warmup.specs[0].train.warmup}-step warmup (pre-norm's the same)")
+    losses = []
+    for verdict, words in (("holds", "{} end{} below pre-norm"), ("fails", "{} end{} *above* pre-norm"),
+                           ("inconclusive", "whether {} end{} below pre-norm is undecided at these seeds")):
+        if names := groups.get(verdict):
+            losses.append(words.format(_listed(names), "s" * (len(names) == 1)))
+    olmo = _said(v["placements.reordered_steadier_gradients"],
+                 f"at the high rate {entry.labels['reordered']}'s gradient norm grows less over training than "
+                 f"pre-norm's",
+                 f"at the high rate {entry.labels['reordered']}'s gradient norm grows no less over training than "
+                 f"pre-norm's",
+                 f"whether {entry.labels['reordered']}'s gradient norm grows less over training than pre-norm's is "
+                 f"undecided")
+    post = _said(v["placements.post_fails_where_pre_trains"], "post-norm loses more seeds than pre-norm",
+                 "post-norm loses no more seeds than pre-norm", "whether post-norm loses more seeds is undecided")
+    tuned, untuned = v["dyt_alpha.tuned_matches_layernorm"], v["dyt_alpha.untuned_matches_layernorm"]
+    dyt = _said(tuned, "DyT matches LayerNorm at its best initial alpha", "DyT does not match LayerNorm at its best "
+                "initial alpha", "whether DyT matches LayerNorm at its best initial alpha is undecided")
+    dyt += {"holds": {"holds": ", and at the paper's own", "fails": ", but not at the paper's own",
+                      "inconclusive": " (at the paper's own, undecided)"},
+            "fails": {"holds": ", though it does at the paper's own", "fails": ", nor at the paper's own",
+                      "inconclusive": " (at the paper's own, undecided)"},
+            "inconclusive": {"holds": " (at the paper's own it does)", "fails": " (at the paper's own it does not)",
+                             "inconclusive": ", and at the paper's own"}}[
+        tuned if tuned in ("holds", "fails") else "inconclusive"][untuned if untuned in ("holds", "fails")
+                                                                   else "inconclusive"]
     return (f"**Where the norm goes, 2017 → 2025.** The `placements` map trains {len(entry.labels)} placements of the "
             f"norm — {_listed(list(entry.labels.values()))} — at {_listed([str(d) for d in depths])} blocks and learning "
-            f"rates {_listed([rate(r) for r in rates])} ({shared_settings(entry.specs)}), and reads the residual stream "
-            f"after every block (its size, its largest value, and how much each block changes it), the measurements "
-            f"2025's papers argue from. At this setting {'; '.join(sentences)} (every placement's verdict, and why "
-            f"those marked known to fail do, in [docs/claims.md](docs/claims.md)):\n")
+            f"rates {_listed([rate(r) for r in rates])} ({shared_settings(entry.specs)}), where the pilot finds that "
+            f"pre-norm pays for depth, and measures each as its paper does. The stream (Kim et al.): "
+            f"{', '.join(stream)}. Depth (Sun et al.): {'; '.join(depth)}. The loss at the deepest stack, lr {rate(min(rates))}: "
+            f"{'; '.join(losses)}. Stability: {olmo}; {post}. {dyt[0].upper() + dyt[1:]} (every placement's verdict, "
+            f"and why those marked known to fail do, in [docs/claims.md](docs/claims.md)):\n")
 
 
 # (claim, rung, what the claim expects of it): "lowers" the loss, or changes "nothing" measurable

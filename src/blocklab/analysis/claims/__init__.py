@@ -26,6 +26,10 @@ pipeline's reports and the runs' curves:
                                               seed trains (neither collapsed nor diverged; null: at none)
     best_lr("proxies/standard", "d128")       per seed, the learning rate of that group with the lowest final
                                               validation loss (a diverged run is no candidate)
+    lowest("dyt_alpha/dyt/dyt_alpha0.1_lr0.003", "dyt_alpha/dyt/dyt_alpha0.5_lr0.003")
+                                              per seed, the final validation loss of whichever variant ends lowest
+                                              on the seed mean (a setting tuned by the mean, not seed by seed)
+    highest(...)                              likewise, whichever ends highest (worst minus best: a sensitivity)
 
 combined with + - * /, abs() and log10(). Arithmetic over two seed means trained on the same seeds is per seed
 (the difference is paired); over different seeds, + and - give Welch's interval (blocklab.analysis.intervals).

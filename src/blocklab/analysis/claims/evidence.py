@@ -144,6 +144,26 @@ class Evidence:
     def mean(self, variant: str, field: str = LOSS) -> Seeds:
         return Seeds(self._by_seed(variant, field), f"{variant}" if field == LOSS else f"{variant}:{field}")
 
+    def _extreme(self, variants: tuple[str, ...], pick, word: str) -> Seeds:
+        if not variants:
+            raise BlocklabError(f"claims.yaml: {word}(...) needs at least one variant")
+        means = {v: self.mean(v, "val_loss") for v in variants}
+        usable = {v: m for v, m in means.items() if not m.missing()}
+        if not usable:
+            return next(iter(means.values()))
+        chosen = pick(usable, key=lambda v: statistics.fmean(usable[v].values.values()))
+        return Seeds(usable[chosen].values, f"{word}({', '.join(variants)}) = {chosen}")
+
+    def lowest(self, *variants: str) -> Seeds:
+        """Per seed, the final validation loss of whichever of `variants` (map cells, say DyT's at each initial
+        alpha) ends lowest on the seed mean: a setting tuned as its paper tunes it, by the mean, not seed by seed."""
+        return self._extreme(variants, min, "lowest")
+
+    def highest(self, *variants: str) -> Seeds:
+        """Per seed, the final validation loss of whichever of `variants` ends highest on the seed mean (with
+        `lowest`, a setting's sensitivity: the worst of a sweep minus its best)."""
+        return self._extreme(variants, max, "highest")
+
     def std(self, variant: str, field: str = LOSS) -> float | None:
         values = self.seeds(variant, field)
         return None if None in values or len(values) < 2 else statistics.stdev(values)

@@ -25,7 +25,7 @@ def value_of(expression: str | float | int, evidence: Evidence):
                  "baseline": evidence.baseline, "published": evidence.published,
                  "grad": evidence.grad, "grads": evidence.grads,
                  "lr_sensitivity": evidence.lr_sensitivity, "max_trainable_lr": evidence.max_trainable_lr,
-                 "best_lr": evidence.best_lr, "untrained": evidence.untrained, "abs": _absolute, "log10": _log10}
+                 "best_lr": evidence.best_lr, "untrained": evidence.untrained, "lowest": evidence.lowest, "highest": evidence.highest, "abs": _absolute, "log10": _log10}
 
     def walk(node):
         if isinstance(node, ast.Expression):

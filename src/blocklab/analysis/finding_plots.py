@@ -1,0 +1,106 @@
+"""A map's findings as a figure: one panel per finding, its own quantity (the paired difference its rule decides,
+or the value an equivalence test bands) with its interval, on an axis that holds zero (or the band), coloured by
+its verdict. What a reader checks a finding's words against (issue 65 item 4; Cumming's "estimation" plots)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from blocklab.analysis.plots import plt, save_figure
+
+VERDICT_COLOURS = {"holds": "#2a7f3f", "fails": "#b8322a", "inconclusive": "0.45"}
+# What a finding's expression reads, in words (a field the runs record): the panel's axis label.
+QUANTITY_WORDS = {
+    "val_loss": "final validation loss", "val_loss_batches": "validation loss (random batches)",
+    "train_loss_last25": "final training loss", "resid_rms_last": "RMS of the stream after the last block",
+    "resid_max_abs_last": "largest |h| after the last block", "log_rms_slope": "slope of ln RMS over the blocks",
+    "skip_delta_deep": "loss rise when a deep block is skipped", "max_grad_norm": "largest gradient norm",
+    "resid_growth": "stream growth, last block over first", "block_cos_deep": "deep blocks' cos(input, output)",
+    "attn_logit_max": "largest attention logit", "logit_log_z": "the output's mean log Z",
+    "grad_norm": "gradient norm, late over early",
+}
+_FIELD = re.compile(r'(?:mean|seeds|at|window|std)\("[^"]+"(?:, [0-9]+)*, "(?P<field>[a-z_0-9]+)"\)')
+# A quantity a function derives over a map's cells, in words
+DERIVED_WORDS = {"lr_sensitivity(": "LR sensitivity", "best_lr(": "log10 of the best learning rate",
+                 "max_trainable_lr(": "largest trainable learning rate", "untrained(": "seeds that did not train",
+                 "lowest(": "final validation loss", "highest(": "final validation loss"}
+
+
+def reads_map(claim, name: str) -> bool:
+    """Whether `claim` (a finding) reads a cell of map `name`."""
+    rule = claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"})
+    return claim.kind == "finding" and f'"{name}/' in str(rule)
+
+
+def _quantity(claim) -> str:
+    """The field a finding's rule reads, in words (the first it names)."""
+    rule = str(claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))
+    derived = [words for call, words in DERIVED_WORDS.items() if call in rule]
+    if derived:
+        return derived[0]
+    found = _FIELD.search(rule)
+    field = found["field"] if found else "train_loss_last25"
+    return QUANTITY_WORDS.get(field, field.replace("_", " "))
+
+
+def _rows(claim, verdict: dict) -> list[tuple[str, list[float]]]:
+    """(row label, interval) per interval the verdict holds: one for a comparison, one per step of a monotone."""
+    interval = verdict.get("interval")
+    if not interval:
+        return []
+    if isinstance(interval[0], list):
+        return [(f"step {i + 1}", step) for i, step in enumerate(interval) if step]
+    return [("", interval)]
+
+
+def _axis_words(claim, verdict: dict) -> str:
+    if claim.rule == "within":  # an equivalence holds on its 90% interval; it fails on its 95% one
+        confidence = "95%" if verdict.get("verdict") == "fails" else "90%"
+        return f"value − expected, {confidence} interval (band ±{claim.tolerance:g})"
+    if claim.rule == "monotone":
+        return "each value − the one before, 95% interval"
+    return f"left − right, 95% interval (claimed: {claim.op} 0)"
+
+
+def findings_figure(claims: list, verdicts: dict, title: str, path: Path) -> Path | None:
+    """One panel per finding of `claims` whose verdict has an interval: the interval as a bar, its middle as a
+    point, zero as a line (an equivalence test's band shaded), the bar coloured by the verdict; a finding without
+    an interval (a count of seeds) is listed beside its panel-less verdict in the title of the last panel. None
+    when no finding has an interval."""
+    import math
+
+    drawable = [c for c in claims if _rows(c, verdicts.get(c.id, {}))]
+    if not drawable:
+        return None
+    columns = 3
+    rows = math.ceil(len(drawable) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(11, 1.75 * rows + 0.9), squeeze=False, layout="constrained")
+    panels = [ax for row in axes for ax in row]
+    for spare in panels[len(drawable):]:
+        spare.set_visible(False)
+    for ax, claim in zip(panels, drawable):
+        verdict = verdicts[claim.id]
+        colour = VERDICT_COLOURS.get(verdict["verdict"], "0.45")
+        rows_ = _rows(claim, verdict)
+        for y, (label, (low, high)) in enumerate(rows_):
+            ax.plot([low, high], [y, y], color=colour, lw=3, solid_capstyle="butt")
+            ax.plot([(low + high) / 2], [y], "o", color=colour, ms=5)
+        ends = [v for _, pair in rows_ for v in pair] + [0.0]
+        if claim.rule == "within":
+            ax.axvspan(-claim.tolerance, claim.tolerance, color="0.9", zorder=0)
+            ends += [-claim.tolerance, claim.tolerance]
+        ax.axvline(0, color="0.2", lw=0.8)
+        span = max(ends) - min(ends) or 1.0
+        ax.set_xlim(min(ends) - 0.08 * span, max(ends) + 0.08 * span)
+        ax.set_ylim(-0.7, len(rows_) - 0.3)
+        ax.set_yticks(range(len(rows_)), [label for label, _ in rows_], fontsize=7)
+        ax.invert_yaxis()
+        marked = " (known to fail)" if verdict.get("known_to_fail") else ""
+        ax.set_title(textwrap.fill(f"{claim.id.split('.', 1)[1]}: {verdict['verdict']}{marked}", 44),
+                     fontsize=8, color=colour)
+        ax.set_xlabel(textwrap.fill(f"{_quantity(claim)}: {_axis_words(claim, verdict)}", 52), fontsize=7)
+        ax.tick_params(axis="x", labelsize=7)
+    fig.suptitle("\n".join(textwrap.fill(line, 120) for line in title.split("\n")), fontsize=10)
+    return save_figure(fig, path, dpi=100)

@@ -1,0 +1,75 @@
+"""A map's findings figure (blocklab.analysis.finding_plots): a panel per finding that reads the map's cells, its
+own quantity with its interval, coloured by its verdict; the findings of other maps and those without an interval
+left out."""
+
+from __future__ import annotations
+
+import matplotlib.image
+import pytest
+from PIL import Image
+
+from blocklab.analysis.claims import Compare, Monotone, Within
+from blocklab.analysis.finding_plots import VERDICT_COLOURS, _quantity, findings_figure, reads_map
+
+
+def compare(cid: str, left: str, right: str, op: str = "<") -> Compare:
+    return Compare(id=cid, claim="words", kind="finding", rule="compare", left=left, op=op, right=right)
+
+
+CLAIMS = [
+    compare("m.lower", 'mean("m/a/l24_lr0.003", "val_loss")', 'mean("m/b/l24_lr0.003", "val_loss")'),
+    Monotone(id="m.grows", claim="words", kind="finding", rule="monotone", direction="increasing",
+             values=['mean("m/a/l6", "resid_rms_last")', 'mean("m/a/l12", "resid_rms_last")',
+                     'mean("m/a/l24", "resid_rms_last")']),
+    Within(id="m.same", claim="words", kind="finding", rule="within", value='mean("m/a/l6", "val_loss") - 2.2',
+           expected=0, tolerance=0.02),
+    compare("m.counts", 'untrained("m/a/l6")', 'untrained("m/b/l6")', "<="),
+    compare("other.lower", 'mean("other/a", "val_loss")', 'mean("other/b", "val_loss")'),
+]
+VERDICTS = {
+    "m.lower": {"verdict": "holds", "interval": [-0.08, -0.02]},
+    "m.grows": {"verdict": "inconclusive", "interval": [[0.5, 1.5], [-0.2, 2.0]], "known_to_fail": True},
+    "m.same": {"verdict": "fails", "interval": [0.05, 0.09]},
+    "m.counts": {"verdict": "holds"},  # a count: no interval, no panel
+    "other.lower": {"verdict": "holds", "interval": [-0.1, -0.05]},
+}
+
+
+def test_a_map_reads_only_its_own_findings():
+    assert [c.id for c in CLAIMS if reads_map(c, "m")] == ["m.lower", "m.grows", "m.same", "m.counts"]
+    assert [c.id for c in CLAIMS if reads_map(c, "other")] == ["other.lower"]
+
+
+def test_a_panel_says_the_quantity_its_finding_reads():
+    assert [_quantity(c) for c in CLAIMS[:4]] == ["final validation loss", "RMS of the stream after the last block",
+                                                 "final validation loss", "seeds that did not train"]
+
+
+def test_the_figure_draws_a_panel_per_finding_with_an_interval_in_its_verdicts_colour(tmp_path):
+    path = findings_figure([c for c in CLAIMS if reads_map(c, "m")], VERDICTS, "m: findings\nwidth 64",
+                           tmp_path / "m_findings.png")
+    assert path == tmp_path / "m_findings.png"
+    assert Image.open(path).info["Title"] == "m: findings\nwidth 64"
+    pixels = matplotlib.image.imread(path)[..., :3].reshape(-1, 3)
+
+    def present(colour: str) -> bool:
+        rgb = matplotlib.colors.to_rgb(colour)
+        return bool((abs(pixels - rgb).max(axis=1) < 0.02).sum() > 50)
+
+    assert present(VERDICT_COLOURS["holds"]) and present(VERDICT_COLOURS["fails"])
+    assert present(VERDICT_COLOURS["inconclusive"])
+
+
+def test_no_figure_when_no_finding_has_an_interval(tmp_path):
+    assert findings_figure([CLAIMS[3]], VERDICTS, "m", tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
+
+
+@pytest.mark.parametrize("verdict", ["holds", "fails", "inconclusive"])
+def test_a_finding_that_changes_verdict_changes_colour(tmp_path, verdict):
+    path = findings_figure([CLAIMS[0]], {"m.lower": {"verdict": verdict, "interval": [-0.08, -0.02]}}, "m",
+                           tmp_path / f"{verdict}.png")
+    pixels = matplotlib.image.imread(path)[..., :3].reshape(-1, 3)
+    counts = {v: int((abs(pixels - matplotlib.colors.to_rgb(c)).max(axis=1) < 0.02).sum())
+              for v, c in VERDICT_COLOURS.items()}
+    assert max(counts, key=counts.get) == verdict
