@@ -244,7 +244,8 @@ def capture_walkthrough(root: Path, echo=print) -> dict[str, str]:
     timings = root / "reports/timings.json"  # an output DVC does not cache: `dvc checkout` cannot restore it
     kept = timings.read_bytes() if timings.exists() else None
     try:
-        run("dvc", "exp", "run", "-S", knob, "--name", name)
+        # --allow-missing, as the README runs it: a clone has the runs' records, not their weights
+        run("dvc", "exp", "run", "--allow-missing", "-S", knob, "--name", name)
         for file, command in WALKTHROUGH_COMMANDS.items():
             shown = " ".join(shlex.quote(c) for c in command)
             captured[file] = f"$ {shown}\n{run(*command)}"
