@@ -45,7 +45,8 @@ def _lock(root: Path) -> dict:
 def test_prefetch_then_dvc_repro_trains_nothing_and_writes_what_a_plain_dvc_repro_writes(reproduced_project,
                                                                                           tmp_path):
     project = make_small_project(tmp_path)
-    prefetched = project.run("blocklab", "prefetch")
+    # --extended: the whole pipeline, both plans, as a plain `dvc repro` reproduces it
+    prefetched = project.run("blocklab", "prefetch", "--extended")
     plan = load_params(project.root / "params.yaml")
     distinct = len({(s.model, s.train, seed) for s in plan.specs() + plan.map_specs() for seed in s.seeds})
     assert f"0 of {distinct} distinct runs were in the run store; {distinct} trained" in prefetched.stdout
@@ -58,7 +59,7 @@ def test_prefetch_then_dvc_repro_trains_nothing_and_writes_what_a_plain_dvc_repr
     assert outputs_of(project.root) == reproduced_project.outputs  # runs and reports, byte for byte
     assert _lock(project.root) == _lock(reproduced_project.pristine)
     assert json.loads(project.run("dvc", "status", "--json").stdout) == {"track": ["always changed"]}  # by design
-    again = project.run("blocklab", "prefetch").stdout
+    again = project.run("blocklab", "prefetch", "--extended").stdout
     assert "0 train and map stages out of date" in again and "nothing to train" in again
 
 
