@@ -397,3 +397,44 @@ def test_the_heatmaps_scale_is_set_by_the_cells_that_trained_and_failed_cells_ar
     image = panels[0].images[0].get_array()
     assert tuple(image[0, 2]) == pytest.approx(matplotlib.colors.to_rgba(map_plots.BLOWN_UP_COLOUR))
     assert tuple(panels[1].images[0].get_array()[1, 2]) == pytest.approx(matplotlib.colors.to_rgba(map_plots.COLLAPSED_COLOUR))
+
+
+def _deep_map_runs(params) -> dict:
+    """Post-norm collapses on every seed at 4 blocks and lr 1e-1 and on seed 1 at 2 blocks and lr 1e-1; everything
+    else trains, its stream growing over the blocks and its slope falling over training."""
+    runs = {}
+    for spec in params.map_specs():
+        depth, lr = spec.model.n_layers, spec.train.lr
+        for seed in spec.seeds:
+            collapsed = spec.variant == "post" and lr == 0.1 and (depth == 4 or seed == 1)
+            loss = 3.4 if collapsed else 2.2 + 0.01 * depth + 0.01 * seed
+            runs[spec.key(seed)] = {
+                "val_loss": loss, "val_loss_init": 4.2, "collapsed": collapsed, "blown_up": False, "diverged": False,
+                "resid_rms": [1.0 + block + seed for block in range(depth)],
+                "log_rms_slope_by_step": [[49, 0.3 + 0.01 * seed], [99, 0.2], [149, 0.1]]}
+    return runs
+
+
+def test_the_depth_and_stream_figures_keep_runs_that_did_not_train_off_the_trained_scale(tmp_path, monkeypatch):
+    """depth: the trained seeds' mean with its interval; the axis spans the trained means (a collapsed loss, 3.4,
+    lies above it); a cell where no seed trained is a triangle on the top edge with its count, one where some did
+    not a hollow marker with theirs. layers and stream_over_training: a variant none of whose seeds trained in a
+    cell is named in that panel's title, not drawn."""
+    from blocklab.analysis import map_plots
+
+    params = parse_params(a_map(model={}, axes={"model": {"n_layers": [2, 4]}, "train": {"lr": [0.01, 0.1]}},
+                                figures=["depth", "layers", "stream_over_training"]))
+    metrics = {"runs": _deep_map_runs(params), "baselines": {"unigram_val": 3.35}}
+    figures = []
+    monkeypatch.setattr(map_plots, "save_figure", lambda fig, path, **_: figures.append(fig) or path)
+    map_plots.map_outputs(RunTable.of(params), "m", metrics, tmp_path, map_summary(RunTable.of(params), metrics))
+    depth, layers, slopes = figures
+    low_lr, high_lr = depth.axes[:2]
+    for ax in (low_lr, high_lr):
+        assert ax.get_ylim()[1] < 3.35  # off the scale: the collapsed loss and the unigram baseline
+    assert [t.get_text() for t in high_lr.texts] == ["1/2", "2/2"]  # 2 blocks: 1 of 2 seeds; 4 blocks: both
+    assert not low_lr.texts
+    for figure, lines in ((layers, 2), (slopes, 2)):
+        titles = {ax.get_title(): len(ax.lines) for ax in figure.axes if ax.get_visible() and ax.get_title()}
+        assert titles["n_layers 4, lr 1e-1\n(no seed trained: post)"] == lines - 1
+        assert titles["n_layers 2, lr 1e-1"] == lines and titles["n_layers 4, lr 1e-2"] == lines

@@ -39,3 +39,16 @@ def test_the_slope_is_read_at_every_evaluation_step():
     slopes = slopes_over_training(layers)
     assert list(slopes.index) == [49, 99]
     assert slopes.tolist() == pytest.approx([math.log(2), math.log(4)])
+
+
+def test_a_runs_record_gives_its_slope_at_every_evaluation_step():
+    """stream_metrics with the run's layers.csv: the slope at each evaluation step, in the steps' order (149 after 99,
+    which a JSON mapping's text keys would not keep), a step whose stream is not measurable (a block's RMS missing)
+    None, not NaN."""
+    layers = pd.DataFrame({"step": [49, 49, 99, 99, 149, 149], "layer": [1, 2, 1, 2, 1, 2],
+                           "resid_rms": [1.0, 2.0, 1.0, 4.0, 1.0, float("nan")]})
+    derived = stream_metrics({"resid_rms": [1.0, 4.0]}, layers)
+    steps, slopes = zip(*derived["log_rms_slope_by_step"])
+    assert steps == (49, 99, 149)
+    assert slopes[1] == pytest.approx(math.log(4)) and slopes[2] is None
+    assert "log_rms_slope_by_step" not in stream_metrics({"resid_rms": [1.0, 4.0]})

@@ -11,8 +11,9 @@ import matplotlib
 import pandas as pd
 
 from blocklab.analysis.finding_plots import findings_figure, reads_map
-from blocklab.analysis.maps import cell_table, map_runs_frame
-from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plain_log_ticks, plt, save_figure
+from blocklab.analysis.intervals import half_width
+from blocklab.analysis.maps import cell_table, map_runs_frame, trains
+from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plt, save_figure
 from blocklab.analysis.runs import BLOWN_UP_MARGIN
 from blocklab.analysis.setting_words import shared_settings
 from blocklab.params.words import in_words, rate
@@ -213,69 +214,148 @@ def attention_logits(cells: pd.DataFrame, title: str, path: Path) -> Path:
     return save_figure(fig, path, dpi=100)
 
 
-def loss_by_depth(cells: pd.DataFrame, baselines: dict, title: str, path: Path, others: tuple[str, ...] = ()
+def _trained_points(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per group of `runs` by `keys`: the mean final validation loss of the seeds that trained, its 95% half-width
+    (Student t; NaN from one seed), how many seeds did not train and how many there are."""
+    rows = []
+    for values, group in runs.groupby(keys, sort=False):
+        losses = group.loc[group["trains"], "val_loss"].dropna().astype(float)
+        rows.append({**dict(zip(keys, values)), "mean": losses.mean() if len(losses) else float("nan"),
+                     "ci95": half_width(losses) if len(losses) > 1 else float("nan"),
+                     "failed": int((~group["trains"]).sum()), "seeds": len(group)})
+    return pd.DataFrame(rows)
+
+
+def loss_by_depth(runs: pd.DataFrame, baselines: dict, title: str, path: Path, others: tuple[str, ...] = ()
                   ) -> Path:
     """Final validation loss against depth (log axis), one line per variant (and per value of the map's `others`
-    axes, a width say), one panel per learning rate; a cell where some seeds did not train (collapsed or blew up)
-    is a hollow marker with the count beside it."""
-    rates = sorted(set(cells["lr"]))
+    axes, a width say), one panel per learning rate: the mean of the seeds that trained with its 95% interval.
+    The scale is the means'; an interval wider than it is cut at its edge. Seeds that did not train (collapsed or
+    blew up) are kept off that scale: a cell where some did is a hollow marker with the count; one where none
+    trained is a triangle on the panel's top edge, apart from the lines."""
+    import numpy as np
+
+    points = _trained_points(runs, ["variant", "label", *others, "lr", "n_layers"])
+    # the scale is the trained seeds' means (a wide interval, of two seeds say, runs off it and is cut at the edge)
+    trained = points["mean"].dropna()
+    low, high = (float(trained.min()), float(trained.max())) if len(trained) else (baselines["unigram_val"],) * 2
+    pad = 0.12 * max(high - low, 0.05)
+    failed_anywhere = bool(points["failed"].any())
+    rates = sorted(set(points["lr"]))
     fig, axes = _panels(len(rates), 5.2, 3.8, sharey=True)
     for ax, lr in zip(axes, rates):
-        lines_of = cells[cells["lr"] == lr].groupby(["variant", "label", *others], sort=False)
-        for i, ((_, label, *values), lines) in enumerate(lines_of):
-            lines = lines.sort_values("n_layers")
+        top = high + 2 * pad  # where a cell with no trained seed sits: above every trained one
+        lines_of = points[points["lr"] == lr].groupby(["variant", "label", *others], sort=False)
+        for i, ((_, label, *values), line) in enumerate(lines_of):
+            # each line a little apart on the log axis, so that intervals at one depth do not hide each other
+            line = line.sort_values("n_layers").assign(
+                n_layers=lambda f: f["n_layers"] * 1.025 ** (i - (lines_of.ngroups - 1) / 2))
             colour = f"C{i % 10}"
             label = ", ".join([label, *(f"{field} {in_words(field, value)}" for field, value in zip(others, values))])
-            ax.plot(lines["n_layers"], lines["val_loss_mean"], marker="o", ms=4, color=colour, label=label)
-            for _, cell in lines.iterrows():
-                failed = int(cell["collapsed"]) + int(cell["blown_up"])
-                if failed:
-                    at = cell["val_loss_mean"] if cell["val_loss_mean"] == cell["val_loss_mean"] else baselines[
-                        "unigram_val"]
-                    ax.scatter([cell["n_layers"]], [at], s=80, facecolors="none", edgecolors=colour, zorder=3)
-                    ax.annotate(f"{failed}/{int(cell['seeds'])}", (cell["n_layers"], at), fontsize=7,
-                                textcoords="offset points", xytext=(5, 3), color=colour)
-        ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1)
-        depths = sorted(set(cells["n_layers"]))
-        ax.set(xscale="log", title=f"lr {rate(lr)}", xlabel="blocks (log scale)")
+            ax.errorbar(line["n_layers"], line["mean"], yerr=line["ci95"].fillna(0), marker="o", ms=4, capsize=3,
+                        color=colour, label=label)
+            for _, cell in line[line["failed"] > 0].iterrows():
+                count = f"{cell['failed']}/{cell['seeds']}"
+                if np.isnan(cell["mean"]):
+                    ax.plot([cell["n_layers"]], [top], marker="^", ms=8, color=colour, clip_on=False, zorder=3)
+                    ax.annotate(count, (cell["n_layers"], top), fontsize=7, textcoords="offset points",
+                                xytext=(6, -3), color=colour, annotation_clip=False)
+                else:
+                    ax.scatter([cell["n_layers"]], [cell["mean"]], s=80, facecolors="none", edgecolors=colour,
+                               zorder=3)
+                    ax.annotate(count, (cell["n_layers"], cell["mean"]), fontsize=7, textcoords="offset points",
+                                xytext=(5, 3), color=colour)
+        if low <= baselines["unigram_val"] <= top:
+            ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1)
+        depths = sorted(set(points["n_layers"]))
+        ax.set(xscale="log", title=f"lr {rate(lr)}", xlabel="blocks (log scale)", ylim=(low - pad, top))
         ax.set_xticks(depths, [str(d) for d in depths])
         ax.minorticks_off()
-    axes[0].set_ylabel(f"final validation {LOSS_LABEL}\n(seed mean)", fontsize=8)
-    _shared_legend(fig, axes, f"hollow: seeds that did not train (count); dashed: unigram baseline (validation), "
-                              f"{baselines['unigram_val']:.3f}")
+    axes[0].set_ylabel(f"final validation {LOSS_LABEL}\n(mean of the seeds that trained)", fontsize=8)
+    _shared_legend(fig, axes, textwrap.fill(
+        "bars: 95% interval over the seeds that trained (cut at the panel's edge)"
+        + ("; hollow: k of n seeds did not train (collapsed or blew up); ▲ on the top edge: no seed trained "
+           f"(the unigram baseline, validation, is {baselines['unigram_val']:.3f})" if failed_anywhere else ""), 110))
     fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path, dpi=100)
 
 
-def residual_stream_by_cell(table: RunTable, name: str, metrics: dict, title: str, path: Path) -> Path:
-    """The residual stream's RMS after each block (log axis) at the last evaluation, one line per variant (seed
-    mean), one panel per cell: what each placement does to the stream as the block deepens."""
+def _stream_panels(table: RunTable, name: str, metrics: dict, profile, title: str, path: Path, ylabel: str,
+                   xlabel: str, log: bool) -> Path:
+    """One panel per cell of map `name`, one line per variant: `profile(run)` -> (x values, y values) or None of
+    each seed that trained, their mean (geometric on a log axis) as the line and their range as a band. A variant
+    none of whose seeds trained in a cell is named in the panel's corner, not drawn: its stream says nothing of
+    a trained model's."""
     import numpy as np
 
     specs, grid = table.maps[name].specs, table.maps[name].axes
     cells = list(dict.fromkeys(spec.cell for spec in specs))
-    fig, axes = _panels(len(cells), 4.6, 3.2)
     variants = list(dict.fromkeys((spec.variant, spec.label) for spec in specs))
+    fig, axes = _panels(len(cells), 4.6, 3.2)
     for ax, cell in zip(axes, cells):
+        untrained = []
         for i, (variant, label) in enumerate(variants):
             spec = next(s for s in specs if s.cell == cell and s.variant == variant)
-            profiles = [metrics["runs"][spec.key(seed)].get("resid_rms") for seed in spec.seeds]
-            profiles = [p for p in profiles if isinstance(p, list) and None not in p]
-            if profiles:
-                mean = np.exp(np.log(np.array(profiles, dtype=float)).mean(axis=0))  # geometric: a log axis
-                ax.plot(range(1, len(mean) + 1), mean, color=f"C{i % 10}", lw=1.2, label=label)
+            runs = [metrics["runs"][spec.key(seed)] for seed in spec.seeds]
+            profiles = [profile(run) for run in runs if trains(run)]
+            profiles = [p for p in profiles if p is not None]
+            if not profiles:
+                untrained.append(label)
+                continue
+            x = profiles[0][0]
+            ys = np.array([y for _, y in profiles if len(y) == len(x)], dtype=float)
+            centre = np.exp(np.log(ys).mean(axis=0)) if log else ys.mean(axis=0)
+            ax.plot(x, centre, color=f"C{i % 10}", lw=1.2, label=label)
+            if len(ys) > 1:
+                ax.fill_between(x, ys.min(axis=0), ys.max(axis=0), color=f"C{i % 10}", alpha=0.15, lw=0)
         spec = next(s for s in specs if s.cell == cell)
         settings = {"model": spec.model, "train": spec.train}
-        words = ", ".join(f"{field} {getattr(settings[section], field):g}" for section, field, _ in grid)
-        ax.set(yscale="log", title=words, xlabel="block")
-        plain_log_ticks(ax.yaxis)
-        ax.title.set_fontsize(9)
+        where = ", ".join(f"{field} {in_words(field, getattr(settings[section], field))}" for section, field, _ in grid)
+        missing = "\n" + textwrap.fill(f"(no seed trained: {', '.join(untrained)})", 60) if untrained else ""
+        ax.set_title(where + missing, fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=8)
+        if log:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.tick_params(labelsize=8)
         ax.xaxis.get_major_locator().set_params(integer=True)
     for ax in axes[::2]:
-        ax.set_ylabel("RMS after the block\n(seed geometric mean, log)", fontsize=8)
-    _shared_legend(fig, axes, "")
+        ax.set_ylabel(ylabel, fontsize=8)
+    # every variant in the legend, also one drawn in no panel of the first
+    handles = [matplotlib.lines.Line2D([], [], color=f"C{i % 10}", lw=1.2, label=label)
+               for i, (_, label) in enumerate(variants)]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3), fontsize=8, frameon=False,
+               title="the seeds that trained: line, their mean; band, their range", title_fontsize=8)
     fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path, dpi=100)
+
+
+def _rms_by_block(run: dict):
+    rms = run.get("resid_rms")
+    return (list(range(1, len(rms) + 1)), rms) if isinstance(rms, list) and rms and None not in rms else None
+
+
+def _slope_by_step(run: dict):
+    pairs = run.get("log_rms_slope_by_step") or []
+    if not pairs or any(slope is None for _, slope in pairs):
+        return None
+    return [step for step, _ in pairs], [slope for _, slope in pairs]
+
+
+def residual_stream_by_cell(table: RunTable, name: str, metrics: dict, title: str, path: Path) -> Path:
+    """The residual stream's RMS after each block (log axis) at the last evaluation, one line per variant, one
+    panel per cell: what each placement does to the stream as the block deepens."""
+    return _stream_panels(table, name, metrics, _rms_by_block, title, path, "RMS after the block\n(log scale)",
+                          "block", log=True)
+
+
+def stream_slope_over_training(table: RunTable, name: str, metrics: dict, title: str, path: Path) -> Path:
+    """The slope of ln RMS over the blocks (metrics.json's `log_rms_slope_by_step`) at every evaluation step, one
+    line per variant, one panel per cell: how the stream's growth with depth develops while the model trains."""
+    return _stream_panels(table, name, metrics, _slope_by_step, title, path,
+                          "slope of ln RMS over the blocks\n(per block)", "training step", log=False)
 
 
 def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict],
@@ -283,7 +363,8 @@ def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, su
     """Map `name`'s figures (reports/figures/<map>_<kind>.png, the kinds its `figures` lists): their paths
     relative to `reports_dir`, by kind. `summary`: reports/maps.json; `claims` and `verdicts` (reports/claims.json):
     what the findings figure draws, the findings that read this map's cells."""
-    cells = cell_table(map_runs_frame(table, name, metrics))
+    runs = map_runs_frame(table, name, metrics)
+    cells = cell_table(runs)
     baselines, out = metrics["baselines"], Path(reports_dir) / "figures"
     setting = shared_settings(table.maps[name].specs)  # an axis's setting differs between cells: left out
     others = tuple(field for _, field, _ in table.maps[name].axes if field not in ("n_layers", "lr"))
@@ -302,11 +383,14 @@ def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, su
             cells, summary, name, heading("LR sensitivity (Wortsman et al. 2023) per group of cells"), path),
         "attention_logits": lambda path: attention_logits(
             cells, heading("the largest attention logit at the end of training, against learning rate"), path),
-        "depth": lambda path: loss_by_depth(cells, baselines, heading("final validation loss against depth"), path,
+        "depth": lambda path: loss_by_depth(runs, baselines, heading("final validation loss against depth"), path,
                                             others),
         "layers": lambda path: residual_stream_by_cell(
             table, name, metrics, heading("the residual stream's RMS after each block at the end of training "
-                                           "(Kim et al. 2025: it grows with depth under pre-norm)"), path),
+                                           "(Kim et al. 2025)"), path),
+        "stream_over_training": lambda path: stream_slope_over_training(
+            table, name, metrics, heading("the residual stream's growth over the blocks (the slope of ln RMS) at "
+                                          "each evaluation while the model trains (Sun et al. 2025)"), path),
         "findings": lambda path: findings_figure(
             [c for c in claims if reads_map(c, name)], verdicts or {},
             heading("each finding's own quantity with its interval; zero, or an equivalence test's band, marked"), path),

@@ -10,7 +10,7 @@ import pandas as pd
 from blocklab.analysis.intervals import half_width
 from blocklab.analysis.run_table import RunTable
 from blocklab.analysis.stream import stream_metrics
-from blocklab.records import read_curve, read_metrics, read_timing, run_dir
+from blocklab.records import read_curve, read_layers, read_metrics, read_timing, run_dir
 
 COLLAPSE_MARGIN = 0.05  # a run "collapsed" when it ends no more than this below the unigram baseline (or above it)
 BLOWN_UP_MARGIN = 0.5  # a run "blew up" when it ends more than this above the uniform guess, ln V, or not finite
@@ -41,7 +41,8 @@ def collect(table: RunTable, runs_dir: Path, baselines: dict, only: set[str] | N
             raise FileNotFoundError(f"run {spec.key(seed)} has no results in {directory}: run `dvc repro` to train it")
         metrics = read_metrics(directory)
         metrics.update(outcome(metrics["train_loss_last25"], bool(metrics.get("diverged")), baselines))
-        metrics.update(stream_metrics(metrics))
+        layers = read_layers(directory) if (directory / "layers.csv").exists() else None
+        metrics.update(stream_metrics(metrics, layers))
         runs[spec.key(seed)] = metrics
         timed = run_dir(spec.directory(Path(timings_dir or runs_dir) / spec.ablation / spec.variant), seed)
         if (timed / "timing.json").exists():

@@ -9,6 +9,9 @@
 - `skip_delta_deep`: the mean change of the validation loss when one block of the deeper half is skipped (its
   output its input), from metrics.json's `skip_loss_delta` (Sun et al. 2025's fig. 1: near 0, those blocks do
   little). Only for runs trained with `layer_skip`.
+- `log_rms_slope_by_step`: `log_rms_slope` at every evaluation step, from layers.csv ([step, slope] pairs in the
+  order of the steps; JSON would sort a mapping's keys as text): the stream's
+  growth over depth as it develops while the run trains (both papers read it at several steps, not only the last).
 """
 
 from __future__ import annotations
@@ -33,13 +36,17 @@ def deep_half_mean(values: list[float | None]) -> float | None:
     return sum(deep) / len(deep) if deep and None not in deep else None
 
 
-def stream_metrics(metrics: dict) -> dict:
-    """The stream's measures of one run from its metrics.json (a run without blocks: None each)."""
+def stream_metrics(metrics: dict, layers: pd.DataFrame | None = None) -> dict:
+    """The stream's measures of one run from its metrics.json and its layers.csv (a run without blocks: None
+    each; without a layers.csv, no `log_rms_slope_by_step`)."""
     rms, max_abs = metrics.get("resid_rms") or [], metrics.get("resid_max_abs") or []
     derived = {"resid_rms_last": rms[-1] if rms else None, "resid_max_abs_last": max_abs[-1] if max_abs else None,
                "log_rms_slope": log_rms_slope(rms)}
     if "skip_loss_delta" in metrics:
         derived["skip_delta_deep"] = deep_half_mean(metrics["skip_loss_delta"])
+    if layers is not None and len(layers):
+        derived["log_rms_slope_by_step"] = [[int(step), None if slope is None or slope != slope else slope]
+                                            for step, slope in slopes_over_training(layers).items()]
     return derived
 
 

@@ -12,7 +12,8 @@ FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference
 # (e.g. per width); sensitivity - LR sensitivity per group, a line per variant; attention_logits - the largest
 # attention logit against the learning rate, a panel per variant, a line per group; depth - final loss against the
 # number of blocks, a panel per learning rate, a line per variant; layers - the residual stream's RMS after each
-# block, a panel per cell, a line per variant; findings - each finding that reads the map's cells, its own quantity
+# block, a panel per cell, a line per variant; stream_over_training - the slope of ln RMS over the blocks at each
+# evaluation step, a panel per cell, a line per variant; findings - each finding that reads the map's cells, its own quantity
 # with its interval (blocklab.analysis.finding_plots).
 MapFigureKind = Literal["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits", "depth", "layers",
-                        "findings"]
+                        "stream_over_training", "findings"]
