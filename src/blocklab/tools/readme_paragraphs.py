@@ -78,40 +78,47 @@ PLACEMENT_LOSSES = [("placements.peri_lowers_loss", "peri"), ("placements.mix_lo
 WARMUP_LOSSES = [("placements_warmup.peri_lowers_loss", "peri"), ("placements_warmup.mix_lowers_loss", "mix")]
 
 
+# (claim, what the placements paragraph says when it holds, when it fails, when it is undecided): the stream (Kim
+# et al.) ...
+STREAM_SENTENCES = [
+    ("placements.pre_stream_grows_with_depth", "pre-norm's residual stream ends larger the deeper the stack",
+     "pre-norm's residual stream does not end larger the deeper the stack",
+     "whether pre-norm's residual stream ends larger the deeper the stack is undecided"),
+    ("placements.peri_stream_smaller_than_pre", "Peri-LN's ends smaller than pre-norm's",
+     "Peri-LN's ends *larger* than pre-norm's, not smaller",
+     "whether Peri-LN's ends smaller than pre-norm's is undecided"),
+    ("placements.peri_fewer_massive_activations_than_pre", "with a smaller largest value",
+     "with a *larger* largest value", "and whether its largest value is smaller is undecided"),
+]
+# ... and depth (Sun et al.; {high}: the map's highest learning rate)
+DEPTH_SENTENCES = [
+    ("placements.pre_deep_blocks_matter_less_when_deeper",
+     "skipping a deep block of pre-norm costs less in the deepest stack than in the shallowest",
+     "skipping a deep block of pre-norm costs no less in the deepest stack than in the shallowest",
+     "whether skipping a deep block of pre-norm costs less in the deepest stack is undecided"),
+    ("placements.scaling_deep_blocks_matter_more", "LayerNorm scaling makes the deep blocks matter more",
+     "LayerNorm scaling makes the deep blocks matter *less*",
+     "whether LayerNorm scaling makes the deep blocks matter more is undecided"),
+    ("placements.scaling_curbs_growth", "the scaling slows the stream's growth over the blocks",
+     "the scaling does not slow the stream's growth over the blocks",
+     "whether the scaling slows the stream's growth is undecided"),
+    ("placements.scaling_gain_grows_with_depth", "the scaling's gain over pre-norm grows with depth",
+     "the scaling's gain over pre-norm does not grow with depth",
+     "whether the scaling's gain over pre-norm grows with depth is undecided"),
+    ("placements.scaling_lowers_loss_high_lr", "at lr {high} the scaling ends below pre-norm at the deepest stack",
+     "at lr {high} the scaling ends *above* pre-norm at the deepest stack",
+     "whether the scaling ends below pre-norm at the deepest stack at lr {high} is undecided"),
+]
+
+
 def placements_map(table: RunTable, verdicts: dict, maps: dict) -> str:
     """The placements map: what it trains, and what its findings decided, paper by paper."""
     entry = table.maps["placements"]
     depths, rates = _axis(entry, "n_layers"), _axis(entry, "lr")
     v = {cid: found["verdict"] for cid, found in verdicts.items()}
-    stream = [
-        _said(v["placements.pre_stream_grows_with_depth"], "pre-norm's residual stream ends larger the deeper the stack",
-              "pre-norm's residual stream does not end larger the deeper the stack",
-              "whether pre-norm's residual stream ends larger the deeper the stack is undecided"),
-        _said(v["placements.peri_stream_smaller_than_pre"], "Peri-LN's ends smaller than pre-norm's",
-              "Peri-LN's ends *larger* than pre-norm's, not smaller",
-              "whether Peri-LN's ends smaller than pre-norm's is undecided"),
-        _said(v["placements.peri_fewer_massive_activations_than_pre"], "with a smaller largest value",
-              "with a *larger* largest value", "and whether its largest value is smaller is undecided"),
-    ]
-    depth = [
-        _said(v["placements.pre_deep_blocks_matter_less_when_deeper"],
-              "skipping a deep block of pre-norm costs less in the deepest stack than in the shallowest",
-              "skipping a deep block of pre-norm costs no less in the deepest stack than in the shallowest",
-              "whether skipping a deep block of pre-norm costs less in the deepest stack is undecided"),
-        _said(v["placements.scaling_deep_blocks_matter_more"], "LayerNorm scaling makes the deep blocks matter more",
-              "LayerNorm scaling makes the deep blocks matter *less*",
-              "whether LayerNorm scaling makes the deep blocks matter more is undecided"),
-        _said(v["placements.scaling_curbs_growth"], "the scaling slows the stream's growth over the blocks",
-              "the scaling does not slow the stream's growth over the blocks",
-              "whether the scaling slows the stream's growth is undecided"),
-        _said(v["placements.scaling_gain_grows_with_depth"], "the scaling's gain over pre-norm grows with depth",
-              "the scaling's gain over pre-norm does not grow with depth",
-              "whether the scaling's gain over pre-norm grows with depth is undecided"),
-        _said(v["placements.scaling_lowers_loss_high_lr"],
-              f"at lr {rate(max(rates))} the scaling ends below pre-norm at the deepest stack",
-              f"at lr {rate(max(rates))} the scaling ends *above* pre-norm at the deepest stack",
-              f"whether the scaling ends below pre-norm at the deepest stack at lr {rate(max(rates))} is undecided"),
-    ]
+    high = rate(max(rates))
+    stream = [_said(v[cid], *words) for cid, *words in STREAM_SENTENCES]
+    depth = [_said(v[cid], *(w.format(high=high) for w in words)) for cid, *words in DEPTH_SENTENCES]
     warmup = table.maps["placements_warmup"]
     groups: dict[str, list[str]] = {}
     for cid, variant in PLACEMENT_LOSSES:
