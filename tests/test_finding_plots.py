@@ -73,3 +73,17 @@ def test_a_finding_that_changes_verdict_changes_colour(tmp_path, verdict):
     counts = {v: int((abs(pixels - matplotlib.colors.to_rgb(c)).max(axis=1) < 0.02).sum())
               for v, c in VERDICT_COLOURS.items()}
     assert max(counts, key=counts.get) == verdict
+
+
+def test_every_finding_of_the_plan_names_its_quantity_in_words():
+    """No panel labelled with a raw argument (a field name, or "first" of slope_at): each quantity a finding of
+    claims.yaml reads is one the figure knows the words of."""
+    from blocklab.analysis.claims import load_claims
+    from blocklab.analysis.finding_plots import DERIVED_WORDS, QUANTITY_WORDS
+
+    from conftest import ROOT
+
+    known = set(QUANTITY_WORDS.values()) | set(DERIVED_WORDS.values())
+    unnamed = {c.id: _quantity(c) for c in load_claims(ROOT / "claims.yaml") if c.kind == "finding"
+               and _quantity(c) not in known}
+    assert unnamed == {}

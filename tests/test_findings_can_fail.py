@@ -69,11 +69,12 @@ class Cell:
     baseline), or diverged (no loss); its largest attention logit near `attn` (1% apart), its log Z `log_z`,
     its residual stream's growth near `growth` and its deeper blocks' cos(input, output) near `cos`; the stream
     after the last block near `rms` (RMS) and `max_abs` (largest |h|), ln RMS's slope over the blocks near `slope`,
-    the deeper half's skipped-block loss change near `skip`, and the largest gradient norm near `grad`."""
+    the deeper half's skipped-block loss change near `skip`, the largest gradient norm near `grad`, and the slope at
+    the first evaluation near `first_slope`."""
 
     def __init__(self, final: float = 2.2, collapsed: bool = False, diverged: bool = False, attn: float = 5.0,
                  log_z: float = 5.0, growth: float = 2.0, cos: float = 0.8, rms: float = 5.0, max_abs: float = 30.0,
-                 slope: float = 0.05, skip: float = 0.05, grad: float = 1.0):
+                 slope: float = 0.05, skip: float = 0.05, grad: float = 1.0, first_slope: float = 0.05):
         self.final = around(UNIGRAM if collapsed else final)
         self.collapsed, self.diverged = collapsed, diverged
         self.growth, self.cos = around(growth, 0.01), around(cos, 0.002)
@@ -81,7 +82,10 @@ class Cell:
         self.log_z = log_z
         self.stream = {"resid_rms_last": around(rms, 0.01), "resid_max_abs_last": around(max_abs, 0.01),
                        "log_rms_slope": around(slope, 0.0005), "skip_delta_deep": around(skip, 0.0005),
-                       "max_grad_norm": around(grad, 0.01)}
+                       "max_grad_norm": around(grad, 0.01),
+                       # the slope at the first evaluation near `first_slope`, at the last near `slope`
+                       "log_rms_slope_by_step": lambda n: [[[49, first], [249, last]] for first, last in
+                                                           zip(around(first_slope, 0.0005)(n), around(slope, 0.0005)(n))]}
 
 
 def lr_curve(variant: str, group: str, finals: dict[float, Cell]) -> dict:
@@ -305,6 +309,7 @@ CASES.update({
         placements("pre", {"l24_lr0.003": Cell(skip=0.1), "l6_lr0.003": Cell(skip=0.01)})),
     "placements.scaling_deep_blocks_matter_more": lower("pre", "scaled", skip=(0.01, 0.1)),
     "placements.scaling_curbs_growth": lower("scaled", "pre", slope=(0.02, 0.08)),
+    "placements.scaling_curbs_growth_early": lower("scaled", "pre", first_slope=(0.02, 0.08)),
     "placements.scaling_lowers_loss": lower("scaled", "pre", final=(2.1, 2.3)),
     "placements.scaling_lowers_loss_high_lr": lower("scaled", "pre", "l24_lr0.01", final=(2.1, 2.3)),
     "placements.scaling_gain_grows_with_depth": (

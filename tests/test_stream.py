@@ -52,3 +52,18 @@ def test_a_runs_record_gives_its_slope_at_every_evaluation_step():
     assert steps == (49, 99, 149)
     assert slopes[1] == pytest.approx(math.log(4)) and slopes[2] is None
     assert "log_rms_slope_by_step" not in stream_metrics({"resid_rms": [1.0, 4.0]})
+
+
+def test_a_claim_reads_the_slope_at_an_evaluation_step_first_or_last():
+    from blocklab.analysis.claims import Evidence
+    from blocklab.analysis.claims.evidence import MissingResult
+    from blocklab.analysis.claims.expressions import value_of
+
+    runs = {f"m/pre/l24/seed{seed}": {"log_rms_slope_by_step": [[49, 0.08 + seed / 100], [99, 0.07], [249, 0.05]]}
+            for seed in (0, 1)}
+    reports = Evidence({"runs": runs}, {})
+    assert value_of('slope_at("m/pre/l24", "first")', reports).values == {0: 0.08, 1: 0.09}
+    assert value_of('slope_at("m/pre/l24", 99)', reports).values == {0: 0.07, 1: 0.07}
+    assert value_of('slope_at("m/pre/l24", "last")', reports).values == {0: 0.05, 1: 0.05}
+    with pytest.raises(MissingResult, match="no evaluation at step 100 \\(its steps: 49, 99, 249"):
+        value_of('slope_at("m/pre/l24", 100)', reports)

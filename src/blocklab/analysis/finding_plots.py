@@ -25,7 +25,8 @@ _FIELD = re.compile(r'(?:mean|seeds|at|window|std)\("[^"]+"(?:, [0-9]+)*, "(?P<f
 # A quantity a function derives over a map's cells, in words
 DERIVED_WORDS = {"lr_sensitivity(": "LR sensitivity", "best_lr(": "log10 of the best learning rate",
                  "max_trainable_lr(": "largest trainable learning rate", "untrained(": "seeds that did not train",
-                 "lowest(": "final validation loss", "highest(": "final validation loss"}
+                 "lowest(": "final validation loss", "highest(": "final validation loss",
+                 "slope_at(": "slope of ln RMS over the blocks at one evaluation"}
 
 
 def reads_map(claim, name: str) -> bool:

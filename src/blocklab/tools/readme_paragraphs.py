@@ -102,6 +102,8 @@ DEPTH_SENTENCES = [
     ("placements.scaling_curbs_growth", "the scaling slows the stream's growth over the blocks",
      "the scaling does not slow the stream's growth over the blocks",
      "whether the scaling slows the stream's growth is undecided"),
+    ("placements.scaling_curbs_growth_early", "it does so from the first evaluation on, not only at the end",
+     "not yet at the first evaluation, only later", "whether it does so from the first evaluation on is undecided"),
     ("placements.scaling_gain_grows_with_depth", "the scaling's gain over pre-norm grows with depth",
      "the scaling's gain over pre-norm does not grow with depth",
      "whether the scaling's gain over pre-norm grows with depth is undecided"),

@@ -93,6 +93,19 @@ class Evidence:
         """Per seed, the curve's `field` at `step` (e.g. an evaluation step's validation loss)."""
         return self._curve_values(variant, field, lambda s: s == step)
 
+    def slope_at(self, variant: str, step: int | str) -> Seeds:
+        """Per seed, the slope of ln RMS over the blocks (blocklab.analysis.stream's `log_rms_slope_by_step`) at
+        evaluation `step`: a step number, or "first" or "last", the run's first or last evaluation."""
+        values = {}
+        for seed, pairs in self._by_seed(variant, "log_rms_slope_by_step").items():
+            if step in ("first", "last"):
+                chosen = pairs[0 if step == "first" else -1][1] if pairs else None
+            elif (chosen := dict(pairs).get(step, KeyError)) is KeyError:
+                raise MissingResult(f"run {variant}/seed{seed} has no evaluation at step {step} (its steps: "
+                                    f"{', '.join(str(s) for s, _ in pairs)}; or \"first\", \"last\")")
+            values[seed] = chosen
+        return Seeds(values, f"slope_at({variant}, {step})")
+
     def _lr_group(self, variant: str, group: str) -> list[tuple[float, str]]:
         if variant not in self.maps:
             raise MissingResult(f"'{variant}' is no variant of a map with a learning-rate axis (known: "

@@ -21,7 +21,7 @@ def value_of(expression: str | float | int, evidence: Evidence):
     if isinstance(expression, (int, float)):
         return expression
     functions = {"loss": evidence.metric, "metric": evidence.metric, "mean": evidence.mean, "std": evidence.std,
-                 "seeds": evidence.seeds, "window": evidence.window, "at": evidence.at,
+                 "seeds": evidence.seeds, "window": evidence.window, "at": evidence.at, "slope_at": evidence.slope_at,
                  "baseline": evidence.baseline, "published": evidence.published,
                  "grad": evidence.grad, "grads": evidence.grads,
                  "lr_sensitivity": evidence.lr_sensitivity, "max_trainable_lr": evidence.max_trainable_lr,
