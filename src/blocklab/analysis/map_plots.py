@@ -284,7 +284,7 @@ def _stream_panels(table: RunTable, name: str, metrics: dict, profile, title: st
                    xlabel: str, log: bool) -> Path:
     """One panel per cell of map `name`, one line per variant: `profile(run)` -> (x values, y values) or None of
     each seed that trained, their mean (geometric on a log axis) as the line and their range as a band. A variant
-    none of whose seeds trained in a cell is named in the panel's corner, not drawn: its stream says nothing of
+    none of whose seeds trained in a cell is named in the panel's title, not drawn: its stream says nothing of
     a trained model's."""
     import numpy as np
 
