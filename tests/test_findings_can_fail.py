@@ -332,8 +332,6 @@ CASES.update({
     "dyt_alpha.tuned_matches_layernorm": (
         dyt_alpha({0.1: Cell(2.5), 0.5: Cell(2.4), 1.0: Cell(2.205), 2.0: Cell(2.6)}),
         dyt_alpha({0.1: Cell(2.5), 0.5: Cell(2.3), 1.0: Cell(2.35), 2.0: Cell(2.6)})),
-    "placements.peri_fails_no_more_than_pre_at_high_lr": (
-        placements("pre", {cell: COLLAPSED for cell in HIGH_LR}), placements("peri", {cell: DIVERGED for cell in HIGH_LR})),
     "placements.post_fails_where_pre_trains": (
         placements("post", {"l24_lr0.01": COLLAPSED}), placements("pre", {"l24_lr0.01": COLLAPSED})),
     "modern_ladder.rmsnorm_matches_layernorm": (rung("rmsnorm", "layernorm", 2.065, 2.07),
@@ -355,6 +353,25 @@ for _key, _value in REFERENCE["table_a"]["figures"].items():
 
 def test_every_finding_has_made_up_results_that_make_it_hold_and_fail():
     assert sorted(FINDINGS) == sorted(CASES), "give each finding a (holds, fails) case here"
+
+
+FRONTIER_RATES = (0.003, 0.01, 0.03, 0.1, 0.3)
+
+
+def frontier(variant: str, untrained_from: float | None = None) -> dict:
+    """Overrides for a variant of the lr_frontier map at 24 blocks: collapsed on every seed from `untrained_from`
+    up (None: trains at every rate, as every cell does by default)."""
+    return placements(variant, {f"l24_lr{lr:g}": COLLAPSED for lr in FRONTIER_RATES
+                                if untrained_from is not None and lr >= untrained_from}, "lr_frontier")
+
+
+for _id, _variant, _higher in (("peri_trains_at_higher_rates_than_pre", "peri", True),
+                               ("reordered_trains_at_higher_rates_than_pre", "reordered", True),
+                               ("mix_trains_at_rates_no_lower_than_pre", "mix", False),
+                               ("scaling_trains_at_rates_no_lower_than_pre", "scaled", False)):
+    # holds: above pre-norm's edge (higher), or at it (no lower); fails: below it
+    CASES[f"lr_frontier.{_id}"] = ({**frontier("pre", 0.03 if _higher else None), **frontier(_variant)},
+                                   {**frontier("pre"), **frontier(_variant, 0.01)})
 
 
 @pytest.mark.parametrize("finding", sorted(CASES))

@@ -201,6 +201,7 @@ def test_the_map_summary_has_each_groups_sensitivity_best_lr_and_trainable_range
     assert pre["lr_sensitivity"] == pytest.approx((0.3 + 0.2) / 3, abs=1e-6)  # reports/maps.json: 6 decimals
     assert (pre["best_lr"], pre["trainable_lr_min"], pre["trainable_lr_max"]) == (0.01, 0.001, 0.1)
     assert "lr_sensitivity_ci95" in post
+    assert post["trainable_lr_max_by_seed"] == [0.01, 0.01] and pre["trainable_lr_max_by_seed"] == [0.1, 0.1]
 
 
 def test_per_seed_quantities_pair_by_seed():
@@ -303,7 +304,7 @@ def test_every_kind_of_map_figure_draws_from_made_up_results_with_their_attentio
     assert wide["attn_logit_max_at_best_lr"] == pytest.approx(10 * 11 * 1.5)  # seed mean at lr 1e-2
     assert wide["attn_logit_max_at_trainable_lr_max"] == wide["attn_logit_max_at_best_lr"]
     assert seed_best_lr(runs, lr_groups(RunTable.of(params))["m/post"]["d64"]) == {0: 0.01, 1: 0.01}
-    drawn = map_plots.map_outputs(RunTable.of(params), "m", metrics, tmp_path, summary)
+    drawn = map_plots.map_outputs(RunTable.of(params), "m", metrics, tmp_path, summary, [], {})
     assert list(drawn) == ["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits"]
     for kind, path in drawn.items():
         assert path == f"figures/m_{kind}.png" and (tmp_path / path).stat().st_size > 10_000, kind
@@ -330,9 +331,17 @@ def test_claims_read_a_groups_best_learning_rate_per_seed_and_take_log10_of_it()
     assert [claims[r].check(reports).verdict for r in (0.5, 0, -0.5)] == ["holds", "inconclusive", "fails"]
 
 
-def test_a_blown_up_cell_sits_on_the_edge_of_the_learning_rate_figures_with_its_value(tmp_path, monkeypatch):
+def _triangles(ax) -> list:
+    """The markers of a panel that stand for a cell where no seed trained (`map_plots._trained_line`)."""
+    return [line for line in ax.lines if line.get_marker() == "^"]
+
+
+def test_a_blown_up_cell_sits_on_the_top_edge_of_the_learning_rate_figures_off_the_trained_scale(tmp_path,
+                                                                                                 monkeypatch):
     """A loss far above the unigram baseline (a diverging width at the highest learning rate) would flatten every
-    other line: the axis stops 1 nat above the baseline and the cell is a triangle on the edge, labelled."""
+    other line: the axis spans the trained seeds' means and such a cell is a triangle on its top edge."""
+    import math
+
     from blocklab.analysis import map_plots
 
     params = parse_params(a_map(axes={"model": {"d_model": [32, 64]}, "train": {"lr": [0.001, 0.01, 0.1]}},
@@ -341,19 +350,25 @@ def test_a_blown_up_cell_sits_on_the_edge_of_the_learning_rate_figures_with_its_
     for spec in params.map_specs():
         for seed in spec.seeds:
             blown = spec.model.d_model == 64 and spec.train.lr == 0.1
-            runs[spec.key(seed)] = {"val_loss": 16.0 + seed if blown else 2.3, "val_loss_init": 4.2,
+            runs[spec.key(seed)] = {"val_loss": 16.0 + seed if blown else 2.3 + 0.1 * spec.train.lr, "val_loss_init": 4.2,
                                     "collapsed": False, "blown_up": blown, "diverged": False, "attn_logit_max": 5.0,
                                     "logit_log_z": 5.0}
     metrics = {"runs": runs, "baselines": {"unigram_val": 3.35}}
     figures = []
     monkeypatch.setattr(map_plots, "save_figure", lambda fig, path, **_: figures.append(fig) or path)
-    map_plots.map_outputs(RunTable.of(params), "m", metrics, tmp_path, map_summary(RunTable.of(params), metrics))
+    map_plots.map_outputs(RunTable.of(params), "m", metrics, tmp_path, map_summary(RunTable.of(params), metrics), [], {})
     assert len(figures) == 2
     for fig in figures:
-        for ax in fig.axes:
-            assert ax.get_ylim()[1] == pytest.approx(3.35 + map_plots.OFF_SCALE)
-            assert max(max(line.get_ydata()) for line in ax.lines) <= 3.35 + map_plots.OFF_SCALE
-        assert [t.get_text() for ax in fig.axes for t in ax.texts] == ["16.5", "16.5"]  # a panel per variant / group
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        for ax in panels:
+            top = ax.get_ylim()[1]
+            assert top < 2.4  # the trained means (2.3001 to 2.31), not 16.5
+            drawn = [y for line in ax.lines for y in line.get_ydata() if not math.isnan(y)]
+            assert max(drawn) <= top + 1e-9
+            assert all(line.get_ydata()[0] == pytest.approx(top) for line in _triangles(ax))  # on the edge
+        # d64 at lr 1e-1, for each variant: a triangle each, in whichever panel holds it
+        assert sum(len(_triangles(ax)) for ax in panels) == 2
+        assert all(line.get_xdata()[0] == pytest.approx(0.1, rel=0.1) for ax in panels for line in _triangles(ax))
 
 
 def test_the_heatmaps_scale_is_set_by_the_cells_that_trained_and_failed_cells_are_drawn_apart(tmp_path, monkeypatch):
@@ -427,13 +442,16 @@ def test_the_depth_and_stream_figures_keep_runs_that_did_not_train_off_the_train
     metrics = {"runs": _deep_map_runs(params), "baselines": {"unigram_val": 3.35}}
     figures = []
     monkeypatch.setattr(map_plots, "save_figure", lambda fig, path, **_: figures.append(fig) or path)
-    map_plots.map_outputs(RunTable.of(params), "m", metrics, tmp_path, map_summary(RunTable.of(params), metrics))
+    map_plots.map_outputs(RunTable.of(params), "m", metrics, tmp_path, map_summary(RunTable.of(params), metrics), [], {})
     depth, layers, slopes = figures
     low_lr, high_lr = depth.axes[:2]
     for ax in (low_lr, high_lr):
         assert ax.get_ylim()[1] < 3.35  # off the scale: the collapsed loss and the unigram baseline
-    assert [t.get_text() for t in high_lr.texts] == ["1/2", "2/2"]  # 2 blocks: 1 of 2 seeds; 4 blocks: both
-    assert not low_lr.texts
+    assert [t.get_text() for t in high_lr.texts] == ["1/2"]  # 2 blocks: 1 of 2 seeds did not train
+    (none_trained,) = _triangles(high_lr)  # 4 blocks: no seed trained, a triangle on the top edge
+    assert none_trained.get_xdata()[0] == pytest.approx(4, rel=0.05)
+    assert none_trained.get_ydata()[0] == pytest.approx(high_lr.get_ylim()[1])
+    assert not low_lr.texts and not _triangles(low_lr)
     for figure, lines in ((layers, 2), (slopes, 2)):
         titles = {ax.get_title(): len(ax.lines) for ax in figure.axes if ax.get_visible() and ax.get_title()}
         assert titles["n_layers 4, lr 1e-1\n(no seed trained: post)"] == lines - 1

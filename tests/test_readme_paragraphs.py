@@ -55,19 +55,33 @@ def test_the_readme_shows_each_paragraph_as_blocklab_docs_writes_it():
         assert f"<!-- generated: paragraph {name} -->\n" in readme, name
 
 
-def test_the_placements_paragraph_says_every_verdict_its_figure_draws():
-    """The figure beside the placements paragraph draws each finding over the map's cells with its interval: the
+@pytest.mark.parametrize("paragraph, name, least", [("placements-map", "placements", 10),
+                                                     ("lr-frontier", "lr_frontier", 4)])
+def test_a_maps_paragraph_says_every_verdict_its_figure_draws(paragraph, name, least):
+    """The figure beside a map's paragraph draws each finding over the map's cells with its interval: the
     paragraph reads every one of those verdicts (flipping any changes its words), so it cannot say what the figure
     beside it contradicts."""
     from blocklab.analysis.claims import load_claims
     from blocklab.analysis.finding_plots import reads_map
 
     table = RunTable.of(parse_params(copy.deepcopy(RAW)))
-    written = PARAGRAPHS["placements-map"](table, VERDICTS, MAPS)
-    drawn = [c.id for c in load_claims(ROOT / "claims.yaml", table) if reads_map(c, "placements")
+    written = PARAGRAPHS[paragraph](table, VERDICTS, MAPS)
+    drawn = [c.id for c in load_claims(ROOT / "claims.yaml", table) if reads_map(c, name)
              and VERDICTS[c.id].get("interval")]
-    assert len(drawn) >= 10
+    assert len(drawn) >= least
     for cid in drawn:
         for other in {"holds", "fails", "inconclusive"} - {VERDICTS[cid]["verdict"]}:
             flipped = {**VERDICTS, cid: {**VERDICTS[cid], "verdict": other}}
-            assert PARAGRAPHS["placements-map"](table, flipped, MAPS) != written, (cid, other)
+            assert PARAGRAPHS[paragraph](table, flipped, MAPS) != written, (cid, other)
+
+
+def test_the_frontier_paragraph_names_the_depth_its_findings_read():
+    """The paragraph says its findings pair the seeds at the map's deepest stack: each finding reads that group."""
+    from blocklab.analysis.claims import load_claims
+    from blocklab.analysis.finding_plots import reads_map
+
+    table = RunTable.of(parse_params(copy.deepcopy(RAW)))
+    deepest = max(next(values for _, field, values in table.maps["lr_frontier"].axes if field == "n_layers"))
+    findings = [c for c in load_claims(ROOT / "claims.yaml", table) if reads_map(c, "lr_frontier")]
+    assert findings and all(f'"l{deepest}"' in f"{c.left} {c.right}" for c in findings)
+    assert f"paired with pre-norm's, at {deepest} blocks" in PARAGRAPHS["lr-frontier"](table, VERDICTS, MAPS)

@@ -23,7 +23,9 @@ QUANTITY_WORDS = {
 }
 _FIELD = re.compile(r'(?:mean|seeds|at|window|std)\("[^"]+"(?:, [0-9]+)*, "(?P<field>[a-z_0-9]+)"\)')
 # A quantity a function derives over a map's cells, in words
+# the first whose call a finding's rule holds names its quantity (so a call inside another comes after it)
 DERIVED_WORDS = {"lr_sensitivity(": "LR sensitivity", "best_lr(": "log10 of the best learning rate",
+                 "log10(max_trainable_lr(": "log10 of the largest trainable learning rate",
                  "max_trainable_lr(": "largest trainable learning rate", "untrained(": "seeds that did not train",
                  "lowest(": "final validation loss", "highest(": "final validation loss",
                  "slope_at(": "slope of ln RMS over the blocks at one evaluation"}

@@ -11,7 +11,6 @@ import matplotlib
 import pandas as pd
 
 from blocklab.analysis.finding_plots import findings_figure, reads_map
-from blocklab.analysis.intervals import half_width
 from blocklab.analysis.maps import cell_table, map_runs_frame, trains
 from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plt, save_figure
 from blocklab.analysis.runs import BLOWN_UP_MARGIN
@@ -116,9 +115,6 @@ def map_heatmaps(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -
     return save_figure(fig, path)
 
 
-OFF_SCALE = 1.0  # nats above the unigram baseline where a learning-rate figure's axis stops
-
-
 def _shared_legend(fig, panels, title: str) -> None:
     """One legend for every panel (their lines are the same), below them."""
     handles, labels = panels[0].get_legend_handles_labels()
@@ -126,38 +122,84 @@ def _shared_legend(fig, panels, title: str) -> None:
                title_fontsize=8, frameon=False)
 
 
-def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, panels: str, lines: str,
-              legend_baseline: str) -> Path:
+def _trained_points(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cell table (`maps.cell_table`) as the figures draw it: `mean` and `ci95` over the seeds that trained
+    (NaN where none did, or where one did for the interval), `failed` the seeds that did not."""
+    return cells.assign(mean=cells["val_loss_trained_mean"].astype(float),
+                        ci95=cells["val_loss_trained_ci95"].astype(float),
+                        failed=cells["seeds"] - cells["trained"])
+
+
+def _trained_scale(points: pd.DataFrame, baselines: dict) -> tuple[float, float, float]:
+    """(low, high, top) of a loss axis set by the trained seeds' means: a wide interval runs off it and is cut at
+    its edge; `top`, above every trained mean, is where a cell with no trained seed sits."""
+    trained = points["mean"].dropna()
+    low, high = (float(trained.min()), float(trained.max())) if len(trained) else (baselines["unigram_val"],) * 2
+    pad = 0.12 * max(high - low, 0.05)
+    return low - pad, high, high + 2 * pad
+
+
+def _trained_line(ax, x, line: pd.DataFrame, colour: str, label: str, top: float) -> None:
+    """One line of `_trained_points` against `x`: the trained seeds' means with their 95% intervals; a cell where
+    some seeds did not train a hollow marker with their count, one where none did a triangle on the top edge (the
+    lines set apart by `_dodged`, so are their triangles)."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=float)
+    ax.errorbar(x, line["mean"], yerr=line["ci95"].fillna(0), marker="o", ms=4, capsize=3, color=colour, label=label)
+    for at, (_, cell) in zip(x, line.iterrows()):
+        if cell["failed"] <= 0:
+            continue
+        count = f"{cell['failed']}/{cell['seeds']}"
+        if np.isnan(cell["mean"]):  # every seed: the triangle says so (a count beside each would overlap)
+            ax.plot([at], [top], marker="^", ms=8, color=colour, clip_on=False, zorder=3, mec="white", mew=0.5)
+        else:
+            ax.scatter([at], [cell["mean"]], s=80, facecolors="none", edgecolors=colour, zorder=3)
+            ax.annotate(count, (at, cell["mean"]), fontsize=7, textcoords="offset points", xytext=(5, 3),
+                        color=colour)
+
+
+def _dodged(values: pd.Series, i: int, count: int, step: float = 1.025) -> pd.Series:
+    """Values on a log axis set a little apart per line, so that intervals at one value do not hide each other."""
+    return values * step ** (i - (count - 1) / 2)
+
+
+def _untrained_words(points: pd.DataFrame, baselines: dict) -> str:
+    """The legend's words for the markers of `_trained_line`, when some cell has seeds that did not train."""
+    if not points["failed"].any():
+        return ""
+    return ("; hollow: k of n seeds did not train (collapsed or blew up); ▲ on the top edge: no seed trained "
+            f"(the unigram baseline, validation, is {baselines['unigram_val']:.3f})")
+
+
+def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, panels: str, lines: str) -> Path:
     """Final validation loss against learning rate (log axis): a panel per value of `panels`, a line per value
-    of `lines` (columns of the cell table), the seeds' range as a band, the unigram baseline dashed."""
-    values = list(dict.fromkeys(cells[panels]))
-    # A cell far above the unigram baseline has blown up; drawn to scale it would flatten every other line, so
-    # the axis stops at OFF_SCALE above the baseline and such a cell is a triangle on the edge with its value.
-    top = baselines["unigram_val"] + OFF_SCALE
-    clipped = bool((cells["val_loss_max"] > top).any())
-    fig, axes = _panels(len(values), 4.2, 3.3, sharey=True)
+    of `lines` (columns of the cell table), the mean of the seeds that trained with its 95% interval. Seeds that
+    did not train (collapsed or blew up) are kept off the trained scale (`_trained_line`): a loss far above it
+    would flatten every other line."""
+    points = _trained_points(cells)
+    low, high, top = _trained_scale(points, baselines)
+    values = list(dict.fromkeys(points[panels]))
+    fig, axes = _panels(len(values), 4.2, 3.8, sharey=True)
     for ax, value in zip(axes, values):
-        mine = cells[cells[panels] == value]
-        for label, curve in mine.groupby(lines, sort=False):
-            curve = curve.sort_values("lr")
-            line, = ax.plot(curve["lr"], curve["val_loss_mean"].clip(upper=top), marker="o", ms=4, label=label)
-            ax.fill_between(curve["lr"], curve["val_loss_min"].clip(upper=top), curve["val_loss_max"].clip(upper=top),
-                            color=line.get_color(), alpha=0.2, lw=0)
-            for lr, loss in zip(curve["lr"], curve["val_loss_mean"]):
-                if loss > top:
-                    ax.plot([lr], [top], marker="^", ms=8, color=line.get_color(), clip_on=False)
-                    ax.annotate(_compact(loss), (lr, top), textcoords="offset points", xytext=(-6, -12), fontsize=7,
-                                ha="right", color=line.get_color())
-        if clipped:
-            ax.set_ylim(top=top)
-        ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1, label=legend_baseline)
-        ax.set_xscale("log")
-        ax.set_title(mine["group_label"].iloc[0] if panels == "group" else value, fontsize=10)
-        ax.set_xlabel("learning rate", fontsize=8)
+        panel = points[points[panels] == value]
+        mine = panel.groupby(lines, sort=False)
+        for i, (label, line) in enumerate(mine):
+            line = line.sort_values("lr")
+            _trained_line(ax, _dodged(line["lr"], i, mine.ngroups, 1.04), line, f"C{i % 10}", label, top)
+        if low <= baselines["unigram_val"] <= top:
+            ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1)
+        rates = sorted(set(points["lr"]))
+        ax.set(xscale="log", ylim=(low, top))
+        ax.set_xticks(rates, [rate(lr) for lr in rates])
+        ax.minorticks_off()
+        ax.set_title(panel["group_label"].iloc[0] if panels == "group" else value, fontsize=10)
+        ax.set_xlabel("learning rate (log scale)", fontsize=8)
         ax.tick_params(labelsize=8)
     for ax in axes[::2]:
-        ax.set_ylabel(f"final validation {LOSS_LABEL}", fontsize=8)
-    _shared_legend(fig, axes, "seed mean; band = seed range" + ("; ▲ off the axis, with its value" if clipped else ""))
+        ax.set_ylabel(f"final validation {LOSS_LABEL}\n(mean of the seeds that trained)", fontsize=8)
+    _shared_legend(fig, axes, textwrap.fill("bars: 95% interval over the seeds that trained (cut at the panel's edge)"
+                                            + _untrained_words(points, baselines), 110))
     fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path, dpi=100)
 
@@ -165,30 +207,39 @@ def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, pane
 def lr_sensitivity_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
     """Wortsman et al.'s figure: final validation loss against learning rate, one line per variant, one panel
     per group (e.g. warmup)."""
-    return _lr_lines(cells, baselines, title, path, panels="group", lines="label",
-                     legend_baseline=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
+    return _lr_lines(cells, baselines, title, path, panels="group", lines="label")
 
 
 def lr_lines_by_variant(cells: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
     """Wortsman et al.'s figure 1: final validation loss against learning rate, one panel per variant, one line
     per group (e.g. per width)."""
-    return _lr_lines(cells, baselines, title, path, panels="label", lines="group_label",
-                     legend_baseline=f"unigram baseline (validation), {baselines['unigram_val']:.3f}")
+    return _lr_lines(cells, baselines, title, path, panels="label", lines="group_label")
 
 
 def sensitivity_by_group(cells: pd.DataFrame, summary: dict[str, dict], name: str, title: str, path: Path) -> Path:
     """LR sensitivity (reports/maps.json) against the group of cells (e.g. the width), one line per variant,
-    its 95% interval as error bars: Wortsman et al.'s LR sensitivity against model size."""
+    its 95% interval as error bars: Wortsman et al.'s LR sensitivity against model size. Where no seed of a
+    variant trains at any rate its sensitivity, near 0 by the definition, measures nothing: a cross, said so."""
     groups = list(dict.fromkeys(cells["group"]))
     words = dict(zip(cells["group"], cells["group_label"]))
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for (variant, label), _ in cells.groupby(["variant", "label"], sort=False):
+    fig, ax = plt.subplots(figsize=(6.5, 5.2), layout="constrained")
+    nowhere, lines = False, cells.groupby(["variant", "label"], sort=False)
+    for i, ((variant, label), _) in enumerate(lines):
         entries = [summary.get(f"{name}/{variant}/{group}", {}) for group in groups]
-        ax.errorbar(range(len(groups)), [e.get("lr_sensitivity") for e in entries],
-                    yerr=[e.get("lr_sensitivity_ci95", 0) for e in entries], marker="o", capsize=3, label=label)
+        x = [g + 0.03 * (i - (lines.ngroups - 1) / 2) for g in range(len(groups))]  # apart, so intervals show
+        ax.errorbar(x, [e.get("lr_sensitivity") for e in entries], yerr=[e.get("lr_sensitivity_ci95", 0) for e in entries],
+                    marker="o", capsize=3, color=f"C{i % 10}", label=label)
+        for at, entry in zip(x, entries):
+            if entry and not any(entry.get("trainable_lr_max_by_seed") or []):
+                nowhere = True
+                ax.plot([at], [entry["lr_sensitivity"]], marker="X", ms=11, color=f"C{i % 10}", mec="black", mew=0.6,
+                        zorder=3)
     ax.set_xticks(range(len(groups)), [textwrap.fill(words[g], 14) for g in groups], fontsize=8)
     ax.set(xlabel="group of cells", ylabel="LR sensitivity (nats; lower is more robust)")
-    ax.legend(fontsize=8, title="seed mean, 95% interval", title_fontsize=7)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=8, frameon=False,
+               title="seed mean, 95% interval" + ("; ✕: no seed trains at any rate of the grid (the sensitivity, "
+                                                  "near 0 then, measures nothing)" if nowhere else ""),
+               title_fontsize=8)
     fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path)
 
@@ -214,68 +265,32 @@ def attention_logits(cells: pd.DataFrame, title: str, path: Path) -> Path:
     return save_figure(fig, path, dpi=100)
 
 
-def _trained_points(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per group of `runs` by `keys`: the mean final validation loss of the seeds that trained, its 95% half-width
-    (Student t; NaN from one seed), how many seeds did not train and how many there are."""
-    rows = []
-    for values, group in runs.groupby(keys, sort=False):
-        losses = group.loc[group["trains"], "val_loss"].dropna().astype(float)
-        rows.append({**dict(zip(keys, values)), "mean": losses.mean() if len(losses) else float("nan"),
-                     "ci95": half_width(losses) if len(losses) > 1 else float("nan"),
-                     "failed": int((~group["trains"]).sum()), "seeds": len(group)})
-    return pd.DataFrame(rows)
-
-
-def loss_by_depth(runs: pd.DataFrame, baselines: dict, title: str, path: Path, others: tuple[str, ...] = ()
+def loss_by_depth(cells: pd.DataFrame, baselines: dict, title: str, path: Path, others: tuple[str, ...] = ()
                   ) -> Path:
     """Final validation loss against depth (log axis), one line per variant (and per value of the map's `others`
     axes, a width say), one panel per learning rate: the mean of the seeds that trained with its 95% interval.
     The scale is the means'; an interval wider than it is cut at its edge. Seeds that did not train (collapsed or
     blew up) are kept off that scale: a cell where some did is a hollow marker with the count; one where none
     trained is a triangle on the panel's top edge, apart from the lines."""
-    import numpy as np
-
-    points = _trained_points(runs, ["variant", "label", *others, "lr", "n_layers"])
-    # the scale is the trained seeds' means (a wide interval, of two seeds say, runs off it and is cut at the edge)
-    trained = points["mean"].dropna()
-    low, high = (float(trained.min()), float(trained.max())) if len(trained) else (baselines["unigram_val"],) * 2
-    pad = 0.12 * max(high - low, 0.05)
-    failed_anywhere = bool(points["failed"].any())
+    points = _trained_points(cells)
+    low, high, top = _trained_scale(points, baselines)
     rates = sorted(set(points["lr"]))
     fig, axes = _panels(len(rates), 5.2, 3.8, sharey=True)
     for ax, lr in zip(axes, rates):
-        top = high + 2 * pad  # where a cell with no trained seed sits: above every trained one
         lines_of = points[points["lr"] == lr].groupby(["variant", "label", *others], sort=False)
         for i, ((_, label, *values), line) in enumerate(lines_of):
-            # each line a little apart on the log axis, so that intervals at one depth do not hide each other
-            line = line.sort_values("n_layers").assign(
-                n_layers=lambda f: f["n_layers"] * 1.025 ** (i - (lines_of.ngroups - 1) / 2))
-            colour = f"C{i % 10}"
+            line = line.sort_values("n_layers")
             label = ", ".join([label, *(f"{field} {in_words(field, value)}" for field, value in zip(others, values))])
-            ax.errorbar(line["n_layers"], line["mean"], yerr=line["ci95"].fillna(0), marker="o", ms=4, capsize=3,
-                        color=colour, label=label)
-            for _, cell in line[line["failed"] > 0].iterrows():
-                count = f"{cell['failed']}/{cell['seeds']}"
-                if np.isnan(cell["mean"]):
-                    ax.plot([cell["n_layers"]], [top], marker="^", ms=8, color=colour, clip_on=False, zorder=3)
-                    ax.annotate(count, (cell["n_layers"], top), fontsize=7, textcoords="offset points",
-                                xytext=(6, -3), color=colour, annotation_clip=False)
-                else:
-                    ax.scatter([cell["n_layers"]], [cell["mean"]], s=80, facecolors="none", edgecolors=colour,
-                               zorder=3)
-                    ax.annotate(count, (cell["n_layers"], cell["mean"]), fontsize=7, textcoords="offset points",
-                                xytext=(5, 3), color=colour)
+            _trained_line(ax, _dodged(line["n_layers"], i, lines_of.ngroups), line, f"C{i % 10}", label, top)
         if low <= baselines["unigram_val"] <= top:
             ax.axhline(baselines["unigram_val"], color="0.35", ls="--", lw=1)
         depths = sorted(set(points["n_layers"]))
-        ax.set(xscale="log", title=f"lr {rate(lr)}", xlabel="blocks (log scale)", ylim=(low - pad, top))
+        ax.set(xscale="log", title=f"lr {rate(lr)}", xlabel="blocks (log scale)", ylim=(low, top))
         ax.set_xticks(depths, [str(d) for d in depths])
         ax.minorticks_off()
     axes[0].set_ylabel(f"final validation {LOSS_LABEL}\n(mean of the seeds that trained)", fontsize=8)
-    _shared_legend(fig, axes, textwrap.fill(
-        "bars: 95% interval over the seeds that trained (cut at the panel's edge)"
-        + ("; hollow: k of n seeds did not train (collapsed or blew up); ▲ on the top edge: no seed trained "
-           f"(the unigram baseline, validation, is {baselines['unigram_val']:.3f})" if failed_anywhere else ""), 110))
+    _shared_legend(fig, axes, textwrap.fill("bars: 95% interval over the seeds that trained (cut at the panel's edge)"
+                                            + _untrained_words(points, baselines), 110))
     fig.suptitle(_wrapped(title), fontsize=10)
     return save_figure(fig, path, dpi=100)
 
@@ -359,7 +374,7 @@ def stream_slope_over_training(table: RunTable, name: str, metrics: dict, title:
 
 
 def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, summary: dict[str, dict],
-                claims: list = (), verdicts: dict | None = None) -> dict[str, str]:
+                claims: list, verdicts: dict) -> dict[str, str]:
     """Map `name`'s figures (reports/figures/<map>_<kind>.png, the kinds its `figures` lists): their paths
     relative to `reports_dir`, by kind. `summary`: reports/maps.json; `claims` and `verdicts` (reports/claims.json):
     what the findings figure draws, the findings that read this map's cells."""
@@ -383,7 +398,7 @@ def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, su
             cells, summary, name, heading("LR sensitivity (Wortsman et al. 2023) per group of cells"), path),
         "attention_logits": lambda path: attention_logits(
             cells, heading("the largest attention logit at the end of training, against learning rate"), path),
-        "depth": lambda path: loss_by_depth(runs, baselines, heading("final validation loss against depth"), path,
+        "depth": lambda path: loss_by_depth(cells, baselines, heading("final validation loss against depth"), path,
                                             others),
         "layers": lambda path: residual_stream_by_cell(
             table, name, metrics, heading("the residual stream's RMS after each block at the end of training "
@@ -392,7 +407,7 @@ def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, su
             table, name, metrics, heading("the residual stream's growth over the blocks (the slope of ln RMS) at "
                                           "each evaluation while the model trains (Sun et al. 2025)"), path),
         "findings": lambda path: findings_figure(
-            [c for c in claims if reads_map(c, name)], verdicts or {},
+            [c for c in claims if reads_map(c, name)], verdicts,
             heading("each finding's own quantity with its interval; zero, or an equivalence test's band, marked"), path),
     }
     drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in table.maps[name].figures}

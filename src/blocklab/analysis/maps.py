@@ -149,17 +149,22 @@ def map_runs_frame(table: RunTable, name: str, metrics: dict) -> pd.DataFrame:
 
 def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (variant, cell): the seed-mean final validation loss, its 95% half-width and range over
-    the seeds that recorded one, and how many seeds collapsed, blew up (diverged included), diverged and trained."""
+    the seeds that recorded one, the mean and 95% half-width over the seeds that trained alone, and how many seeds
+    collapsed, blew up (diverged included), diverged and trained."""
     keys = [c for c in runs.columns if c not in ("seed", "val_loss", "val_loss_init", "collapsed", "blown_up",
                                                  "diverged", "trains", *PROBES)]
     rows = []
     for values, group in runs.groupby(keys, sort=False):
         losses = group["val_loss"].dropna().astype(float)
+        trained = group.loc[group["trains"], "val_loss"].dropna().astype(float)
         rows.append({**dict(zip(keys, values)), "seeds": len(group),
                      "val_loss_mean": round(float(losses.mean()), 6) if len(losses) else None,
                      "val_loss_ci95": round(half_width(losses), 6) if len(losses) > 1 else None,
                      "val_loss_min": round(float(losses.min()), 6) if len(losses) else None,
                      "val_loss_max": round(float(losses.max()), 6) if len(losses) else None,
+                     # the seeds that trained alone: what the figures draw on the trained scale
+                     "val_loss_trained_mean": round(float(trained.mean()), 6) if len(trained) else None,
+                     "val_loss_trained_ci95": round(half_width(trained), 6) if len(trained) > 1 else None,
                      "collapsed": int(group["collapsed"].sum()), "blown_up": int(group["blown_up"].sum()),
                      "diverged": int(group["diverged"].sum()), "trained": int(group["trains"].sum()),
                      # blocklab.run.diagnostics at the last evaluation, seed means (6 significant figures: the
@@ -174,8 +179,9 @@ def _significant(value: float, figures: int = 6) -> float | None:
 
 def map_summary(table: RunTable, metrics: dict, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, dict]:
     """reports/maps.json, what `dvc exp show` lists of each map: per `<map>/<variant>/<group>`, the seed-mean
-    LR sensitivity with its 95% half-width, the best learning rate, and the smallest and largest learning
-    rate at which no seed collapses or blows up (absent when there is none). `tables`: each map's
+    LR sensitivity with its 95% half-width, the best learning rate, the smallest and largest learning
+    rate at which no seed collapses or blows up (absent when there is none), and each seed's largest rate that
+    trains. `tables`: each map's
     `cell_table`, if already made (`write_tables` returns them)."""
     tables = tables or {name: cell_table(map_runs_frame(table, name, metrics)) for name in table.maps}
     indexed = {name: table.set_index(["variant", "cell"]) for name, table in tables.items()}
@@ -190,11 +196,14 @@ def map_summary(table: RunTable, metrics: dict, tables: dict[str, pd.DataFrame] 
             trainable = [lr for (lr, _), row in zip(members, rows) if row["trained"] == row["seeds"]]
             best_lr, top_lr = min(recorded)[1] if recorded else None, max(trainable, default=None)
             logits = {lr: row["attn_logit_max_mean"] for (lr, _), row in zip(members, rows)}
+            per_seed = seed_max_trainable_lr(metrics["runs"], members)
             entry = {"lr_sensitivity": round(float(sensitivity.mean()), 6),
                      "lr_sensitivity_ci95": round(half_width(sensitivity), 6) if len(sensitivity) > 1 else None,
                      "best_lr": best_lr,
                      "trainable_lr_min": min(trainable, default=None),
                      "trainable_lr_max": top_lr,
+                     # each seed's largest rate that trains (null: none): the spread behind trainable_lr_max
+                     "trainable_lr_max_by_seed": [per_seed[seed] for seed in sorted(per_seed)] or None,
                      # the largest attention logit (seed mean) where the map trains best, and at its edge
                      "attn_logit_max_at_best_lr": logits.get(best_lr),
                      "attn_logit_max_at_trainable_lr_max": logits.get(top_lr)}
@@ -247,9 +256,12 @@ def map_section(table: RunTable, name: str, summary: dict[str, dict], figures: d
         trainable = (f"{entry['trainable_lr_min']:g} to {entry['trainable_lr_max']:g}" if "trainable_lr_min" in entry
                      else "none")
         best = f"{entry['best_lr']:g}" if "best_lr" in entry else "none"
-        rows.append(f"| {plan.labels.get(variant, variant)} | {words[group]} | {sensitivity} | {best} | {trainable} |")
-    table = ("| variant | cells | LR sensitivity | best lr | lr where no seed collapses or blows up |\n"
-             "|---|---|---|---|---|\n" + "\n".join(rows)) if rows else ""
+        seeds = ", ".join("none" if lr is None else f"{lr:g}" for lr in entry.get("trainable_lr_max_by_seed", []))
+        rows.append(f"| {plan.labels.get(variant, variant)} | {words[group]} | {sensitivity} | {best} | {trainable} "
+                    f"| {seeds} |")
+    table = ("| variant | cells | LR sensitivity | best lr | lr where no seed collapses or blows up "
+             "| each seed's largest lr that trains |\n"
+             "|---|---|---|---|---|---|\n" + "\n".join(rows)) if rows else ""
     images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures.items())
     return (f"## Map: {name}\n\n{plan.description}\n\nAxes: {axes}; seeds {', '.join(map(str, plan.seeds))}; "
             f"{len(plan.specs)} cells, {len(plan.specs) * len(plan.seeds)} runs. "

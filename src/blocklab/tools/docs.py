@@ -165,12 +165,25 @@ def plan(sources: Sources) -> str:
     return "\n".join(rows) + "\n"
 
 
+def trains_definition(sources: Sources) -> str:
+    """What "a run trains" means, written from the margins blocklab.analysis.runs decides it by."""
+    from blocklab.analysis.runs import BLOWN_UP_MARGIN, COLLAPSE_MARGIN
+    from blocklab.run.training import LAST_STEPS
+
+    return (f"A run **trains** when it neither collapsed nor blew up. It *collapsed* when its final training loss (the "
+            f"mean of its last {LAST_STEPS} steps) ends less than {COLLAPSE_MARGIN:g} nats below the unigram baseline, or "
+            f"above it: it learnt the character frequencies and nothing more. It *blew up* when that loss ends more "
+            f"than {BLOWN_UP_MARGIN:g} nats above the uniform guess ln V, or is not finite (it *diverged*): worse than "
+            f"knowing nothing. Every finding, figure and table that says a run, a seed or a cell trains means this "
+            f"(`blocklab.analysis.runs.outcome`, `blocklab.analysis.maps.trains`).\n")
+
+
 def render(kind: str, args: list[str], sources: Sources) -> str:
     writers = {"findings": lambda: findings_table(sources, args), "count": lambda: count_sentence(sources),
                "known-to-fail": lambda: known_to_fail(sources), "sample": lambda: sample(sources, *args),
                "records": lambda: records(sources),
                "output": lambda: output(sources, *args), "paragraph": lambda: paragraph(sources, *args),
-               "plan": lambda: plan(sources)}
+               "plan": lambda: plan(sources), "trains": lambda: trains_definition(sources)}
     if kind not in writers:
         raise KeyError(f"no generated block of kind '{kind}' (known: {', '.join(writers)})")
     return writers[kind]()

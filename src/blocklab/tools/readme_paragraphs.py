@@ -162,6 +162,47 @@ def placements_map(table: RunTable, verdicts: dict, maps: dict) -> str:
             f"and why those marked known to fail do, in [docs/claims.md](docs/claims.md)):\n")
 
 
+# (claim, the variant it sets against pre-norm, what the frontier paragraph says when it holds, when it fails, when it
+# is undecided; {v}: the variant's label)
+FRONTIER_SENTENCES = [
+    ("lr_frontier.peri_trains_at_higher_rates_than_pre", "peri", "{v} trains at a higher rate than pre-norm",
+     "{v} trains at no higher rate than pre-norm", "whether {v} trains at a higher rate than pre-norm is undecided"),
+    ("lr_frontier.reordered_trains_at_higher_rates_than_pre", "reordered", "{v} trains at a higher rate than pre-norm",
+     "{v} trains at no higher rate than pre-norm", "whether {v} trains at a higher rate than pre-norm is undecided"),
+    ("lr_frontier.mix_trains_at_rates_no_lower_than_pre", "mix", "{v} loses none of pre-norm's rates",
+     "{v} loses rates at which pre-norm trains", "whether {v} loses any of pre-norm's rates is undecided"),
+    ("lr_frontier.scaling_trains_at_rates_no_lower_than_pre", "scaled", "{v} loses none of pre-norm's rates",
+     "{v} loses rates at which pre-norm trains", "whether {v} loses any of pre-norm's rates is undecided"),
+]
+
+
+def lr_frontier(table: RunTable, verdicts: dict, maps: dict) -> str:
+    """The learning-rate frontier: per depth, the largest rate at which each placement's every seed trains
+    (reports/maps.json), and what the frontier's findings decided."""
+    entry = table.maps["lr_frontier"]
+    depths, rates = _axis(entry, "n_layers"), _axis(entry, "lr")
+
+    def edge(variant: str, depth: int) -> str:
+        line = maps.get(f"lr_frontier/{variant}/l{depth}", {})
+        return f"{entry.labels[variant]} {rate(line['trainable_lr_max']) if 'trainable_lr_max' in line else 'none'}"
+
+    edges = "; ".join(f"at {depth} blocks {', '.join(edge(variant, depth) for variant in entry.labels)}"
+                      for depth in depths)
+    found = [_said(verdicts[cid]["verdict"], *(w.format(v=entry.labels[variant]) for w in words))
+             for cid, variant, *words in FRONTIER_SENTENCES]
+    deepest = max(depths)  # the stack the findings read (tests/test_readme_paragraphs.py holds them to it)
+    pre = [maps.get(f"lr_frontier/pre/l{depth}", {}).get("trainable_lr_max") for depth in depths]
+    reach = ("from where pre-norm is healthy to past where it stops training" if all(
+        edge is not None and edge < max(rates) for edge in pre) else "(pre-norm trains at its highest rate somewhere: "
+        "the grid does not reach its edge)")
+    return (f"**How far each placement's learning rate goes.** The `lr_frontier` map trains the same placements at "
+            f"{_listed([str(d) for d in depths])} blocks over learning rates {_listed([rate(r) for r in rates])} "
+            f"({shared_settings(entry.specs)}), {reach}. The largest "
+            f"rate at which every seed trains: {edges}. Each seed's largest, paired with pre-norm's, at {deepest} "
+            f"blocks (Kim et al., OLMo 2, Li et al., Sun et al.): {'; '.join(found)}. The loss at each rate, the mean "
+            f"of the seeds that trained with its interval, and a triangle where none did:\n")
+
+
 # (claim, rung, what the claim expects of it): "lowers" the loss, or changes "nothing" measurable
 LADDER_RUNGS = [("modern_ladder.rmsnorm_matches_layernorm", "rmsnorm", "nothing"),
                 ("modern_ladder.swiglu_lowers", "swiglu", "lowers"),
@@ -196,4 +237,4 @@ def modern_ladder(table: RunTable, verdicts: dict, maps: dict) -> str:
 
 PARAGRAPHS: dict[str, Callable[[RunTable, dict, dict], str]] = {
     "placement-figure": placement_figure, "stability-map": stability_map, "placements-map": placements_map,
-    "modern-ladder": modern_ladder}
+    "lr-frontier": lr_frontier, "modern-ladder": modern_ladder}
