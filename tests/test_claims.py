@@ -474,3 +474,35 @@ def test_a_claim_naming_a_run_or_setting_the_plan_lacks_is_refused_with_the_name
                       "    value: 1.0\n    expected: 1.0\n    tolerance: 0.1\n")
     with pytest.raises(BlocklabError, match="did you mean 'post'"):
         load_claims(claims, read_run_table(ROOT / "params.yaml"))
+
+
+def test_check_says_what_would_decide_each_inconclusive_finding_and_the_command_that_trains_it():
+    """An inconclusive finding's seeds_needed becomes the `dvc exp run -S` that raises the seeds of every ablation
+    and map it reads, its own seeds kept; a finding its plan already trains enough seeds for, or that no number
+    would decide, gets none."""
+    from blocklab.analysis.check import Checked, seeds_command, show
+    from blocklab.analysis.run_table import read_run_table
+
+    table = read_run_table(ROOT / "params.yaml")
+    claims = {c.id: c for c in load_claims(ROOT / "claims.yaml", table)}
+    placements, dyt = claims["placements.scaling_lowers_loss"], claims["dyt_alpha.untuned_matches_layernorm"]
+    have = len(table.maps["placements"].seeds)
+    seeds = ", ".join(map(str, range(have + 2)))
+    assert seeds_command(placements, have + 2, table) == f"dvc exp run -S 'maps.placements.seeds=[{seeds}]'"
+    assert seeds_command(placements, have, table) is None
+    both = seeds_command(dyt, 8, table)  # DyT's sweep against the placements' own LayerNorm cells
+    assert both.count("-S ") == 2 and "maps.dyt_alpha.seeds=[0, 1, 2, 3, 4, 5, 6, 7]" in both
+
+    def verdict(state, needed):
+        return {"ok": False, "verdict": state, "measured": 2.2, "expected": "< 2.1", "kind": "finding",
+                "interval": [-0.1, 0.2], "statistic": "paired t, 3 seeds, 95% interval", "seeds_needed": needed,
+                "note": None, "known_to_fail": False, "claim": "words"}
+
+    checked = Checked([placements, dyt], {placements.id: verdict("inconclusive", have + 2),
+                                          dyt.id: verdict("inconclusive", None)}, table)
+    lines = []
+    show(checked, lambda text="", **_: lines.append(text))
+    assert any(line.startswith("1 inconclusive findings would be decided by more seeds") for line in lines)
+    assert f"  dvc exp run -S 'maps.placements.seeds=[{seeds}]'" in lines
+    assert f"      decides placements.scaling_lowers_loss ({have + 2} seeds)" in lines
+    assert not any("dyt_alpha.seeds" in line for line in lines)

@@ -8,6 +8,7 @@ and never counts as failing."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +35,26 @@ class BrokenPipeline(BlocklabError):
     plan. Says nothing about the findings (exit status 2)."""
 
 
+def seeds_command(claim, needed: int, table: RunTable) -> str | None:
+    """The `dvc exp run` that raises every ablation and map `claim` reads to `needed` seeds (its seeds kept, the
+    next ones added); None when each already has them."""
+    rule = str(claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))
+    settings = []
+    for name in dict.fromkeys(re.findall(r"[\"']([A-Za-z0-9_]+)/", rule)):
+        entry, section = (table.ablations[name], "ablations") if name in table.ablations else \
+            (table.maps[name], "maps") if name in table.maps else (None, None)
+        if entry is None or len(entry.seeds) >= needed:
+            continue
+        added = [max(entry.seeds) + 1 + k for k in range(needed - len(entry.seeds))]
+        settings.append(f"-S '{section}.{name}.seeds=[{', '.join(map(str, [*entry.seeds, *added]))}]'")
+    return f"dvc exp run {' '.join(settings)}" if settings else None
+
+
 @dataclass
 class Checked:
     claims: list
     verdicts: dict[str, dict]
+    table: RunTable | None = None
 
     @property
     def count(self) -> dict[str, int]:
@@ -50,6 +67,20 @@ class Checked:
         for cid, verdict in self.verdicts.items():
             if verdict["verdict"] == NOT_RUN:
                 by_command.setdefault(verdict["command"], []).append(cid)
+        return by_command
+
+    @property
+    def to_decide(self) -> dict[str, list[str]]:
+        """{command: `<id> (<n> seeds)` of each inconclusive finding it would decide}: the seeds that would decide
+        each at its measured spread and effect (`seeds_needed`), as a `dvc exp run` that trains them."""
+        by_command: dict[str, list[str]] = {}
+        for claim in self.claims:
+            verdict = self.verdicts.get(claim.id, {})
+            needed = verdict.get("seeds_needed")
+            if self.table is None or verdict.get("verdict") != "inconclusive" or not needed:
+                continue
+            if command := seeds_command(claim, needed, self.table):
+                by_command.setdefault(command, []).append(f"{claim.id} ({needed} seeds)")
         return by_command
 
     @property
@@ -68,7 +99,7 @@ def verdicts_over(claims_file: str | Path, metrics: dict, gradients: dict | None
         evidence = Evidence(metrics, gradients, reference, None if table is None else table.corpus_sha256,
                           runs_dir if runs_dir is not None and runs_dir.is_dir() else None,
                           {} if table is None else lr_groups(table), {} if table is None else table.training_stages())
-        return Checked(claims, check_claims(claims, evidence))
+        return Checked(claims, check_claims(claims, evidence), table)
     except MissingResult as err:  # a run params.yaml does not plan
         raise BrokenPipeline(f"cannot check the claims: {err}") from None
     except BlocklabError as err:  # a malformed claims file, reference or params, or an expression that cannot be evaluated
@@ -108,6 +139,13 @@ def show(checked: Checked, echo: Callable[..., None] = click.secho, not_run_deta
             for line in lines:
                 echo(f"  - {line}")
             echo()
+    if decide := checked.to_decide:
+        echo(f"{sum(map(len, decide.values()))} inconclusive findings would be decided by more seeds (at the paired "
+             f"spread and effect measured); what trains them:", fg="yellow", bold=True)
+        for command, ids in decide.items():
+            echo(f"  {command}")
+            echo(f"      decides {', '.join(ids)}")
+        echo()
     ran = {cid: v for cid, v in checked.verdicts.items() if v["verdict"] != NOT_RUN}
     if ran:
         width = max(len(k) for k in ran)
