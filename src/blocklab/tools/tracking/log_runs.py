@@ -5,8 +5,10 @@ has them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +83,21 @@ def log_run(client, spec: RunSpec, seed: int, directory: Path, baselines: dict, 
     return run_id, standing
 
 
+@contextlib.contextmanager
+def _interrupts_as(event: threading.Event):
+    """Ctrl-C (SIGINT) sets `event` instead of raising where it lands: a KeyboardInterrupt raised in the main thread
+    inside the thread pool's own locking (a semaphore's `with`) can leave a lock held, and the pool's workers then
+    wait on it forever (CI met it). Outside the main thread, where no signal handler can be set, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, lambda *_: event.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | None, uri: str | None = None,
           weights_dir: Path | None = None, at_once: int | None = None) -> dict:
     """Log every run in `runs_dir` (the runs' records, or the train stages' outputs) that the store does not have
@@ -106,9 +123,13 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
     except Exception as err:  # noqa: BLE001 - any store failure must leave the results alone
         result["failed"] = {spec.key(seed): failure_reason(err) for spec in specs for seed in spec.seeds}
         return result
+    interrupted = threading.Event()
+
     def log(spec: RunSpec) -> dict:
         mine = {"logged": [], "already": 0, "variants": 0, "models": [], "failed": {}, "log_seconds": {},
                 "train_seconds": {}}
+        if interrupted.is_set():  # Ctrl-C: the variants being logged end, the rest are not begun
+            return mine
         directories = {seed: run_dir(spec.directory(Path(runs_dir) / spec.ablation / spec.variant), seed)
                        for seed in spec.seeds}
         trained = {seed: run_dir(spec.directory(Path(weights_dir or runs_dir) / spec.ablation / spec.variant), seed)
@@ -127,8 +148,10 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
     counting = threading.Lock()
     # on a terminal only (tqdm's disable=None): a stage's log or a test's output keeps its lines
     with tqdm(total=sum(len(spec.seeds) for spec in specs), desc="MLflow", unit="run", disable=None) as bar, \
-            ThreadPoolExecutor(at_once or in_flight(uri), thread_name_prefix="track") as pool:
+            _interrupts_as(interrupted), ThreadPoolExecutor(at_once or in_flight(uri), thread_name_prefix="track") as pool:
         logged = list(pool.map(log, specs))
+    if interrupted.is_set():
+        raise KeyboardInterrupt
     for mine in logged:
         result["logged"] += mine["logged"]
         result["models"] += mine["models"]
