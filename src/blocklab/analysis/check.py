@@ -38,9 +38,8 @@ class BrokenPipeline(BlocklabError):
 def seeds_command(claim, needed: int, table: RunTable) -> str | None:
     """The `dvc exp run` that raises every ablation and map `claim` reads to `needed` seeds (its seeds kept, the
     next ones added); None when each already has them."""
-    rule = str(claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))
     settings = []
-    for name in dict.fromkeys(re.findall(r"[\"']([A-Za-z0-9_]+)/", rule)):
+    for name in dict.fromkeys(re.findall(r"[\"']([A-Za-z0-9_]+)/", claim.rule_text())):
         entry, section = (table.ablations[name], "ablations") if name in table.ablations else \
             (table.maps[name], "maps") if name in table.maps else (None, None)
         if entry is None or len(entry.seeds) >= needed:

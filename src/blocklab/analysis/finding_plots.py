@@ -33,13 +33,12 @@ DERIVED_WORDS = {"lr_sensitivity(": "LR sensitivity", "best_lr(": "log10 of the 
 
 def reads_map(claim, name: str) -> bool:
     """Whether `claim` (a finding) reads a cell of map `name`."""
-    rule = claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"})
-    return claim.kind == "finding" and f'"{name}/' in str(rule)
+    return claim.kind == "finding" and f'"{name}/' in claim.rule_text()
 
 
 def _quantity(claim) -> str:
     """The field a finding's rule reads, in words (the first it names)."""
-    rule = str(claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))
+    rule = claim.rule_text()
     derived = [words for call, words in DERIVED_WORDS.items() if call in rule]
     if derived:
         return derived[0]

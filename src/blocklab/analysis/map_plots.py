@@ -130,13 +130,13 @@ def _trained_points(cells: pd.DataFrame) -> pd.DataFrame:
                         failed=cells["seeds"] - cells["trained"])
 
 
-def _trained_scale(points: pd.DataFrame, baselines: dict) -> tuple[float, float, float]:
-    """(low, high, top) of a loss axis set by the trained seeds' means: a wide interval runs off it and is cut at
+def _trained_scale(points: pd.DataFrame, baselines: dict) -> tuple[float, float]:
+    """(low, top) of a loss axis set by the trained seeds' means: a wide interval runs off it and is cut at
     its edge; `top`, above every trained mean, is where a cell with no trained seed sits."""
     trained = points["mean"].dropna()
     low, high = (float(trained.min()), float(trained.max())) if len(trained) else (baselines["unigram_val"],) * 2
     pad = 0.12 * max(high - low, 0.05)
-    return low - pad, high, high + 2 * pad
+    return low - pad, high + 2 * pad
 
 
 def _trained_line(ax, x, line: pd.DataFrame, colour: str, label: str, top: float) -> None:
@@ -178,7 +178,7 @@ def _lr_lines(cells: pd.DataFrame, baselines: dict, title: str, path: Path, pane
     did not train (collapsed or blew up) are kept off the trained scale (`_trained_line`): a loss far above it
     would flatten every other line."""
     points = _trained_points(cells)
-    low, high, top = _trained_scale(points, baselines)
+    low, top = _trained_scale(points, baselines)
     values = list(dict.fromkeys(points[panels]))
     fig, axes = _panels(len(values), 4.2, 3.8, sharey=True)
     for ax, value in zip(axes, values):
@@ -273,7 +273,7 @@ def loss_by_depth(cells: pd.DataFrame, baselines: dict, title: str, path: Path, 
     blew up) are kept off that scale: a cell where some did is a hollow marker with the count; one where none
     trained is a triangle on the panel's top edge, apart from the lines."""
     points = _trained_points(cells)
-    low, high, top = _trained_scale(points, baselines)
+    low, top = _trained_scale(points, baselines)
     rates = sorted(set(points["lr"]))
     fig, axes = _panels(len(rates), 5.2, 3.8, sharey=True)
     for ax, lr in zip(axes, rates):

@@ -119,6 +119,11 @@ class _Claim(BaseModel):
     # (like pytest's xfail): its verdict is still recorded, and `check --strict` does not fail on it.
     known_to_fail: str | None = Field(None, min_length=1)
 
+    def rule_text(self) -> str:
+        """The claim's rule, its quantities and relation, as text (without its words, id, kind or reason): what
+        reads which runs, for the figures and `check` to find the ablations and maps a finding reads."""
+        return str(self.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))
+
     @field_validator("kind", mode="before")
     @classmethod
     def _former_kind(cls, kind):
