@@ -35,13 +35,13 @@ def main(records_dir: Path, reports_dir: Path, params_file: str, reference_file:
     reference = load_reference(reference_file)
     # Drawing is most of this stage's time (~0.4 s a figure): the ablations are drawn side by side, one worker
     # per core, while this process draws the gradient figure and the maps'.
+    claims = load_claims(claims_file, table)
     with ProcessPoolExecutor(max_workers=min(len(table.ablations), os.cpu_count() or 1)) as pool:
         drawing = {name: pool.submit(plots.ablation_outputs, table, name, records_dir, metrics, reports_dir,
-                                     reference)
+                                     reference, claims, verdicts)
                    for name in table.ablations}
         gradient_figure = plots.gradient_depths(gradients, reports_dir / "figures" / "gradients.png")
         map_summary = json.loads((reports_dir / "maps.json").read_text())
-        claims = load_claims(claims_file, table)
         map_figures = {name: map_plots.map_outputs(table, name, metrics, reports_dir, map_summary, claims, verdicts)
                        for name in table.maps}
         figures = {name: future.result() for name, future in drawing.items()}

@@ -88,3 +88,29 @@ def test_the_readme_shows_the_commands_whose_outputs_it_shows():
     for captured in sorted((ROOT / "docs/walkthrough").glob("*.txt")):
         command = captured.read_text().splitlines()[0].removeprefix("$ ").replace(" --no-pager", "")
         assert f"\n{command}  " in readme or f"\n{command}\n" in readme, command
+
+
+def test_the_pilots_block_reads_its_records_and_the_length_it_chose(tmp_path):
+    """The pilot's table is its records' paired differences along the run, and its sentence the length the chosen
+    ablation trains: a curve changed in a record, or the length in params.yaml, changes the words."""
+    import pandas as pd
+
+    from blocklab.tools.docs import pilot
+
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copytree(ROOT / "reports" / "runs" / "modern_ladder_pilot", tmp_path / "reports/runs/modern_ladder_pilot")
+    written = pilot(Sources(tmp_path), "modern_ladder_pilot", "modern_ladder")
+    rows = [line for line in written.splitlines() if line.startswith("| +")]
+    assert len(rows) == 6 and "`modern_ladder` trains 3,000 steps" in written
+    for seed in (0, 1):  # rotary's rung ends above the rung before on both seeds: its sign changes at the end
+        curve_file = tmp_path / f"reports/runs/modern_ladder_pilot/rope/seed{seed}/curve.csv"
+        curve = pd.read_csv(curve_file)
+        curve.loc[curve["val_loss"].last_valid_index(), "val_loss"] += 1.0
+        curve.to_csv(curve_file, index=False)
+    changed = pilot(Sources(tmp_path), "modern_ladder_pilot", "modern_ladder")
+    rope = next(line for line in changed.splitlines() if line.startswith("| + rotary"))
+    assert rope.endswith("| 3,000 | 3,000 |") and rope != next(r for r in rows if r.startswith("| + rotary"))
+    params = tmp_path / "params.yaml"
+    params.write_text(params.read_text().replace("steps: 3000, eval_interval: 100}\n    figures: [findings]",
+                                                 "steps: 2500, eval_interval: 100}\n    figures: [findings]"))
+    assert "`modern_ladder` trains 2,500 steps" in pilot(Sources(tmp_path), "modern_ladder_pilot", "modern_ladder")

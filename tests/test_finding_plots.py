@@ -87,3 +87,47 @@ def test_every_finding_of_the_plan_names_its_quantity_in_words():
     unnamed = {c.id: _quantity(c) for c in load_claims(ROOT / "claims.yaml") if c.kind == "finding"
                and _quantity(c) not in known}
     assert unnamed == {}
+
+
+ABLATION_CLAIMS = [
+    compare("a.rung", 'mean("a/second", "val_loss_batches")', 'mean("a/first", "val_loss_batches")'),
+    Within(id="a.same", claim="words", kind="finding", rule="within",
+           value='mean("a/second", "val_loss_batches") - mean("a/without", "val_loss_batches")', expected=0,
+           tolerance=0.02),
+    compare("a.bound", 'mean("a/second", "val_loss_batches")', "2.5"),  # one variant: not a difference of two
+    compare("other.rung", 'mean("other/second", "val_loss")', 'mean("other/first", "val_loss")'),
+]
+ABLATION_VERDICTS = {"a.rung": {"verdict": "holds", "interval": [-0.04, -0.02]},
+                     "a.same": {"verdict": "inconclusive", "interval": [-0.01, 0.03], "known_to_fail": True},
+                     "a.bound": {"verdict": "holds", "interval": [-0.3, -0.1]},
+                     "other.rung": {"verdict": "fails", "interval": [0.1, 0.2]}}
+
+
+def test_an_ablations_findings_are_rows_of_paired_differences_on_one_axis(tmp_path, monkeypatch):
+    """A row per finding that compares two of the ablation's variants, "A → B" in their labels, B − A with its
+    interval in its verdict's colour; a finding of another ablation, or of one variant against a number, no row."""
+    from blocklab.analysis.finding_plots import _pair, differences_figure
+    from blocklab.analysis.plots import plt
+
+    assert [_pair(c, "a") for c in ABLATION_CLAIMS[:3]] == [["second", "first"], ["second", "without"], None]
+    drawn = []
+    original = plt.subplots
+
+    def keeping(*args, **kwargs):
+        fig, ax = original(*args, **kwargs)
+        drawn.append(ax)
+        return fig, ax
+
+    monkeypatch.setattr(plt, "subplots", keeping)  # the axes, to read what was drawn on them
+    path = differences_figure(ABLATION_CLAIMS, ABLATION_VERDICTS,
+                              {"first": "the first", "second": "+ the second", "without": "no third"}, "a",
+                              "a: findings", tmp_path / "a_findings.png")
+    assert path == tmp_path / "a_findings.png"
+    ax = drawn[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["the first → + the second", "no third → + the second"]
+    low, high = ax.get_xlim()
+    assert low < -0.04 and high > 0.03 and low < -0.02 < 0.02 < high  # every interval, zero and the band
+    pixels = matplotlib.image.imread(path)[..., :3].reshape(-1, 3)
+    for verdict in ("holds", "inconclusive"):
+        assert (abs(pixels - matplotlib.colors.to_rgb(VERDICT_COLOURS[verdict])).max(axis=1) < 0.02).sum() > 50
+    assert differences_figure(ABLATION_CLAIMS, ABLATION_VERDICTS, {}, "none", "t", tmp_path / "x.png") is None

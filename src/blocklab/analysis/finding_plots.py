@@ -32,8 +32,17 @@ DERIVED_WORDS = {"lr_sensitivity(": "LR sensitivity", "best_lr(": "log10 of the 
 
 
 def reads_map(claim, name: str) -> bool:
-    """Whether `claim` (a finding) reads a cell of map `name`."""
+    """Whether `claim` (a finding) reads a cell of map `name` (or a run of ablation `name`)."""
     return claim.kind == "finding" and f'"{name}/' in claim.rule_text()
+
+
+_RUN = re.compile(r'"(?P<entry>[a-z_0-9]+)/(?P<variant>[a-z_0-9]+)"')
+
+
+def _pair(claim, name: str) -> list[str] | None:
+    """The two variants of ablation `name` a finding's rule compares, left then right; None unless two."""
+    variants = list(dict.fromkeys(m["variant"] for m in _RUN.finditer(claim.rule_text()) if m["entry"] == name))
+    return variants if len(variants) == 2 else None
 
 
 def _quantity(claim) -> str:
@@ -104,5 +113,63 @@ def findings_figure(claims: list, verdicts: dict, title: str, path: Path) -> Pat
                      fontsize=8, color=colour)
         ax.set_xlabel(textwrap.fill(f"{_quantity(claim)}: {_axis_words(claim, verdict)}", 52), fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
+    fig.suptitle("\n".join(textwrap.fill(line, 120) for line in title.split("\n")), fontsize=10)
+    return save_figure(fig, path, dpi=100)
+
+
+def _difference_of_two(claim) -> bool:
+    """Whether a finding decides one paired difference on an absolute scale: a comparison, or an equivalence test
+    of a difference against a number."""
+    if claim.rule == "compare":
+        return True
+    if claim.rule != "within" or claim.relative:
+        return False
+    try:
+        float(claim.expected)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def differences_figure(claims: list, verdicts: dict, labels: dict[str, str], name: str, title: str,
+                       path: Path) -> Path | None:
+    """Every finding that compares two variants of ablation `name`, paired by seed, as a row on one axis: "A → B",
+    B's value minus A's (the finding's left minus its right) with its interval, coloured by its verdict; an
+    equivalence test's band shaded on its row; zero, no change, a line. None when no finding compares two."""
+    rows = [(claim, pair) for claim in claims if reads_map(claim, name) and (pair := _pair(claim, name))
+            and verdicts.get(claim.id, {}).get("interval") and _difference_of_two(claim)]
+    if not rows:
+        return None
+    quantities = list(dict.fromkeys(_quantity(claim) for claim, _ in rows))
+    fig, ax = plt.subplots(figsize=(10, 0.42 * len(rows) + 2.2), layout="constrained")
+    ends = [0.0]
+    for y, (claim, (left, right)) in enumerate(rows):
+        verdict = verdicts[claim.id]
+        shift = float(claim.expected) if claim.rule == "within" else 0.0  # value - expected, back to the value
+        low, high = (v + shift for v in verdict["interval"])
+        colour = VERDICT_COLOURS.get(verdict["verdict"], "0.45")
+        if claim.rule == "within":
+            ax.fill_betweenx([y - 0.38, y + 0.38], shift - claim.tolerance, shift + claim.tolerance, color="0.88",
+                             lw=0, zorder=0)
+            ends += [shift - claim.tolerance, shift + claim.tolerance]
+        ax.plot([low, high], [y, y], color=colour, lw=3, solid_capstyle="butt")
+        ax.plot([(low + high) / 2], [y], "o", color=colour, ms=6)
+        ax.annotate(f"{(low + high) / 2:+.3f}", ((low + high) / 2, y), textcoords="offset points", xytext=(0, 6),
+                    ha="center", fontsize=7)
+        marked = ", known to fail" if verdict.get("known_to_fail") else ""
+        ax.annotate(f"{verdict['verdict']}{marked}", (1.01, y), xycoords=("axes fraction", "data"), fontsize=7,
+                    color=colour, va="center")
+        ends += [low, high]
+    ax.axvline(0, color="0.2", lw=0.8)
+    span = max(ends) - min(ends) or 1.0
+    ax.set_xlim(min(ends) - 0.06 * span, max(ends) + 0.06 * span)
+    ax.set_ylim(len(rows) - 0.4, -0.6)
+    ax.set_yticks(range(len(rows)), [f"{labels.get(right, right)} → {labels.get(left, left)}"
+                                     for _, (left, right) in rows], fontsize=8)
+    ax.set_xlabel(textwrap.fill(f"change in {' / '.join(quantities)} from A to B (B − A, paired by seed): the "
+                                f"mean and its 95% interval; 90% where an equivalence test's band is shaded. "
+                                f"Left of 0, B is lower", 110), fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title("green: holds; red: fails; grey: inconclusive (the verdict on the right)", fontsize=8)
     fig.suptitle("\n".join(textwrap.fill(line, 120) for line in title.split("\n")), fontsize=10)
     return save_figure(fig, path, dpi=100)

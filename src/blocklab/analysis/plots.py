@@ -3,7 +3,6 @@ A map's figures: blocklab.analysis.map_plots."""
 
 from __future__ import annotations
 
-import itertools
 import textwrap
 from pathlib import Path
 
@@ -212,42 +211,6 @@ def ladder(runs: pd.DataFrame, baselines: dict, published: dict[str, float], tit
     return save_figure(fig, path)
 
 
-def rungs(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
-    """Left, the ladder: one bar per rung, the seed mean of the lecture-style validation loss with its 95%
-    interval and every seed. Right, what each rung changes: its loss minus the rung before's, paired by seed
-    (the same seed sees the same batches), the mean and its 95% t interval; left of 0 the rung helps."""
-    field = "val_loss_batches" if "val_loss_batches" in runs else "val_loss"
-    wide = runs.pivot_table(index="seed", columns="variant", values=field, sort=False)
-    order = list(dict.fromkeys(runs["variant"]))
-    labels = dict(zip(runs["variant"], runs["label"]))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.45 * len(order) + 2.6), layout="constrained",
-                                      sharey=True)
-    y = list(range(len(order)))
-    means = [wide[v].mean() for v in order]
-    left.barh(y, means, color="C0", alpha=0.5, label="seed mean")
-    left.errorbar(means, y, xerr=[half_width(wide[v].dropna()) for v in order], fmt="none", ecolor="k", capsize=4,
-                  label=f"95% t interval of the mean ({len(wide)} seeds)")
-    for i, variant in enumerate(order):
-        left.scatter(wide[variant], [i] * len(wide), color="0.3", s=8, zorder=3, label="one seed" if i == 0 else None)
-    low = min(wide.min().min(), min(means)) - 0.03
-    left.set(xlim=(low, max(wide.max().max(), max(means)) + 0.03), xlabel=f"validation {LOSS_LABEL}")
-    left.set_yticks(y, [labels[v] for v in order], fontsize=8)
-    left.invert_yaxis()
-    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)  # below: the bars fill the axes
-    right.axvline(0, color="0.35", lw=1)
-    for i, (before, rung) in enumerate(itertools.pairwise(order), start=1):
-        step = (wide[rung] - wide[before]).dropna()
-        colour = "C2" if step.mean() + half_width(step) < 0 else "C3" if step.mean() - half_width(step) > 0 else "0.5"
-        right.errorbar(step.mean(), i, xerr=half_width(step), fmt="o", color=colour, capsize=4)
-        right.scatter(step, [i] * len(step), color=colour, s=8, alpha=0.6)
-        right.annotate(f"{step.mean():+.3f}", (step.mean(), i), textcoords="offset points", xytext=(0, 7),
-                       ha="center", fontsize=7)
-    right.set(xlabel="change from the rung above (nats, paired by seed; 95% t interval)")
-    right.set_title("green: lowers the loss; red: raises it; grey: undecided", fontsize=8)
-    fig.suptitle(title, fontsize=10)  # _heading's lines, already wrapped
-    return save_figure(fig, path)
-
-
 def residual_stream(runs: pd.DataFrame, title: str, path: Path) -> Path:
     """What each block does to the residual stream at the last evaluation, a line per variant (seed mean, band =
     seed range): left, the stream's RMS after each block (log scale; Kim et al. 2025's growth with depth);
@@ -318,10 +281,14 @@ def gradient_depths(table: dict, path: Path) -> Path:
 
 
 def ablation_figures(name: str, ablation: PlanEntry, setting: str, curves: pd.DataFrame, runs: pd.DataFrame,
-                     baselines: dict, out_dir: Path, published: dict[str, float] | None = None) -> dict[str, Path]:
+                     baselines: dict, out_dir: Path, published: dict[str, float] | None = None,
+                     claims: list | None = None, verdicts: dict | None = None) -> dict[str, Path]:
     """Every figure of one ablation: loss curves, gradient norms, final losses, the residual stream block by
     block, and its extra kinds, each titled with what it shows and what its runs share (`setting`);
-    `published` marks the lesson's figures by variant on the ladder (none on another corpus)."""
+    `published` marks the lesson's figures by variant on the ladder (none on another corpus); `claims` and their
+    `verdicts` are what its findings figure draws."""
+    from blocklab.analysis.finding_plots import differences_figure  # it draws with this module's helpers
+
     def heading(what: str) -> str:
         return _heading(name, what, setting)
 
@@ -344,16 +311,19 @@ def ablation_figures(name: str, ablation: PlanEntry, setting: str, curves: pd.Da
                                                 out_dir / f"{name}_difference.png"),
         "ladder": lambda: ladder(runs, baselines, published or {}, heading("validation loss rung by rung"),
                                  out_dir / f"{name}_ladder.png"),
-        "rungs": lambda: rungs(runs, baselines, heading("validation loss rung by rung, and what each rung changes"),
-                               out_dir / f"{name}_rungs.png"),
+        "findings": lambda: differences_figure(
+            claims or [], verdicts or {}, dict(zip(runs["variant"], runs["label"])), name,
+            heading("each finding's paired difference, with its interval"), out_dir / f"{name}_findings.png"),
     }
     for kind in ablation.figures:
-        figures[kind] = extras[kind]()
+        if (drawn := extras[kind]()) is not None:  # a findings figure with no finding to draw is not drawn
+            figures[kind] = drawn
     return figures
 
 
-def ablation_outputs(table: RunTable, ablation: str, runs_dir: Path, metrics: dict,
-                     reports_dir: Path, reference: dict | None = None) -> dict[str, str]:
+def ablation_outputs(table: RunTable, ablation: str, runs_dir: Path, metrics: dict, reports_dir: Path,
+                     reference: dict | None = None, claims: list | None = None,
+                     verdicts: dict | None = None) -> dict[str, str]:
     """One ablation's figures (reports/figures) and `dvc plots` tables (reports/curves); returns the figures'
     paths relative to `reports_dir`, by kind. Ablations are independent: the report stage draws them side by
     side, in worker processes."""
@@ -364,7 +334,7 @@ def ablation_outputs(table: RunTable, ablation: str, runs_dir: Path, metrics: di
              if (value := published(reference or {}, ablation, variant, table.corpus_sha256)) is not None}
     setting = shared_settings(entry.specs)
     drawn = ablation_figures(ablation, entry, setting, curves, runs, metrics["baselines"],
-                             reports_dir / "figures", marks)
+                             reports_dir / "figures", marks, claims, verdicts)
     tables_dir = reports_dir / "curves"
     tables_dir.mkdir(parents=True, exist_ok=True)
     curve_table(curves).to_csv(tables_dir / f"{ablation}.csv", index=False)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference", "rungs"]
+# An ablation's extra figures; findings - every finding that compares two of its variants paired by seed, a row on
+# one axis with its interval (blocklab.analysis.finding_plots.differences_figure).
+FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference", "findings"]
 
 # A map's figures: heatmap - final loss per cell, a panel per variant; lr - final loss against the learning rate, a
 # panel per group of cells, a line per variant; lr_by_variant - the same, a panel per variant, a line per group

@@ -20,6 +20,8 @@ whose body `blocklab docs` writes from the committed reports (and claims.yaml, f
                        (blocklab.tools.readme_paragraphs)
     plan               every ablation and map of params.yaml: its variants' labels, the settings its runs share
                        and, for a map, its axes
+    pilot NAME CHOSEN  pilot ablation NAME's rungs, each one's paired difference to the one before along the run,
+                       and the length ablation CHOSEN trains
 """
 
 from __future__ import annotations
@@ -165,6 +167,55 @@ def plan(sources: Sources) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _count(value) -> str:
+    return f"{int(value):,}"
+
+
+SETTLED = 0.01  # a rung's difference has settled once it stays this close (nats) to its value at the end
+
+
+def pilot(sources: Sources, name: str, chosen: str) -> str:
+    """What pilot ablation `name`'s records say of its rungs' lengths: each rung's validation loss (the fixed
+    sample) minus the rung before's, paired by seed, at every tenth of the run; the evaluation from which each keeps
+    its last sign, and from which it stays within SETTLED of its last value; and the length `chosen` trains."""
+    from blocklab.analysis.run_table import read_run_table
+    from blocklab.analysis.runs import curves_frame
+
+    table = read_run_table(sources.root / "params.yaml")
+    curves = curves_frame(table, name, sources.root / "reports" / "runs").dropna(subset=["val_loss"])
+    wide = curves.pivot_table(index=["seed", "step"], columns="variant", values="val_loss")
+    order = list(dict.fromkeys(curves["variant"]))
+    labels = dict(zip(curves["variant"], curves["label"]))
+    steps = sorted(curves["step"].unique())  # a step's index: the evaluation after step s + 1
+    every = max(1, len(steps) // 10)
+    shown = steps[every - 1::every]
+
+    def since(means, stays) -> int:
+        """The first evaluation step from which every later one satisfies `stays`."""
+        broken = [s for s in means.index if not stays(means[s])]
+        return next(s for s in means.index if not broken or s > broken[-1]) + 1
+
+    rows = [f"| rung | {' | '.join(_count(s + 1) for s in shown)} | keeps its sign from | within {SETTLED:g} of its end from |",
+            "|---" * (len(shown) + 3) + "|"]
+    signed, settled = {}, {}
+    for before, rung in zip(order, order[1:]):
+        means = (wide[rung] - wide[before]).groupby("step").mean()
+        end = means.iloc[-1]
+        signed[rung] = since(means, lambda v: (v > 0) == (end > 0))
+        settled[rung] = since(means, lambda v: abs(v - end) <= SETTLED)
+        rows.append(f"| {labels[rung]} | {' | '.join(f'{means[s]:+.3f}' for s in shown)} | {_count(signed[rung])} | "
+                    f"{_count(settled[rung])} |")
+    late_sign, late_settle = max(signed, key=signed.get), max(settled, key=settled.get)
+    seeds = curves["seed"].nunique()
+    length = table.ablations[chosen].specs[0].train.steps
+    return ("\n".join(rows) + f"\n\nEach rung's validation loss (the fixed sample) minus the rung before's, the mean "
+            f"over the pilot's {seeds} seeds (paired by seed), at every tenth of its {_count(steps[-1] + 1)} steps; "
+            f"negative: the rung lowers the loss. The last to keep its sign is {labels[late_sign]}, from step "
+            f"{_count(signed[late_sign])}; the last to come within {SETTLED:g} nats of its value at the end is "
+            f"{labels[late_settle]}, from step {_count(settled[late_settle])}. `{chosen}` trains {_count(length)} "
+            f"steps.\n")
+
+
 def trains_definition(sources: Sources) -> str:
     """What "a run trains" means, written from the margins blocklab.analysis.runs decides it by."""
     from blocklab.analysis.runs import BLOWN_UP_MARGIN, COLLAPSE_MARGIN
@@ -183,7 +234,8 @@ def render(kind: str, args: list[str], sources: Sources) -> str:
                "known-to-fail": lambda: known_to_fail(sources), "sample": lambda: sample(sources, *args),
                "records": lambda: records(sources),
                "output": lambda: output(sources, *args), "paragraph": lambda: paragraph(sources, *args),
-               "plan": lambda: plan(sources), "trains": lambda: trains_definition(sources)}
+               "plan": lambda: plan(sources), "trains": lambda: trains_definition(sources),
+               "pilot": lambda: pilot(sources, *args)}
     if kind not in writers:
         raise KeyError(f"no generated block of kind '{kind}' (known: {', '.join(writers)})")
     return writers[kind]()

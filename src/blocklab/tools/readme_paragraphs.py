@@ -210,29 +210,52 @@ LADDER_RUNGS = [("modern_ladder.rmsnorm_matches_layernorm", "rmsnorm", "nothing"
                 ("modern_ladder.no_bias_costs_nothing", "no_bias", "nothing"),
                 ("modern_ladder.qk_norm_costs_nothing", "qk_norm", "nothing"),
                 ("modern_ladder.peri_lowers", "peri", "lowers")]
+# (claim, the rung that adds the piece it removes from today's block, what the claim expects of the piece); Peri-LN
+# removed from today's block is the QK-norm rung, so its rung's finding is its removal's
+LADDER_REMOVALS = [("modern_ladder.without_rmsnorm_the_same", "rmsnorm", "nothing"),
+                   ("modern_ladder.without_swiglu_higher", "swiglu", "lowers"),
+                   ("modern_ladder.without_rope_higher", "rope", "lowers"),
+                   ("modern_ladder.biases_back_the_same", "no_bias", "nothing"),
+                   ("modern_ladder.without_qk_norm_the_same", "qk_norm", "nothing"),
+                   ("modern_ladder.peri_lowers", "peri", "lowers")]
+# what a group of pieces did, said of several (each lower ...) or of one (lowers ...)
+_LADDER_SAID = {("lowers", "holds"): ("{} each lower the loss", "{} lowers the loss"),
+                ("lowers", "fails"): ("{} raise it", "{} raises it"),
+                ("lowers", "inconclusive"): ("whether {} lower it is undecided at these seeds",
+                                             "whether {} lowers it is undecided at these seeds"),
+                ("nothing", "holds"): ("{} change nothing measurable (equivalence tests)",
+                                       "{} changes nothing measurable (an equivalence test)"),
+                ("nothing", "fails"): ("{} change it measurably", "{} changes it measurably"),
+                ("nothing", "inconclusive"): ("whether {} change nothing is undecided at these seeds",
+                                              "whether {} changes nothing is undecided at these seeds")}
+
+
+def _piece(label: str) -> str:
+    """A rung's piece in words: its label without the "+ " and what the last rung adds in brackets."""
+    return label.removeprefix("+ ").split(" (")[0]
+
+
+def _credited(findings: list[tuple[str, str, str]], labels: dict, verdicts: dict) -> str:
+    groups: dict[tuple[str, str], list[str]] = {}
+    for cid, rung, expects in findings:
+        groups.setdefault((expects, verdicts[cid]["verdict"]), []).append(_piece(labels[rung]))
+    return "; ".join(_LADDER_SAID[key][len(names) == 1].format(_listed(names))
+                     for key in _LADDER_SAID if (names := groups.get(key)))
 
 
 def modern_ladder(table: RunTable, verdicts: dict, maps: dict) -> str:
-    """Today's block, rung by rung: what each rung's finding decided."""
+    """Today's block, rung by rung and piece by piece: what each rung's and each removal's finding decided."""
     entry = table.ablations["modern_ladder"]
-    groups: dict[tuple[str, str], list[str]] = {}
-    for cid, rung, expects in LADDER_RUNGS:
-        verdict, name = verdicts[cid]["verdict"], entry.labels[rung].removeprefix("+ ")
-        groups.setdefault((expects, verdict), []).append(name)
-    said = {("lowers", "holds"): "{} each lower the loss", ("lowers", "fails"): "{} raise it",
-            ("lowers", "inconclusive"): "whether {} lower it is undecided at these seeds",
-            ("nothing", "holds"): "{} change nothing measurable (equivalence tests)",
-            ("nothing", "fails"): "{} change it measurably",
-            ("nothing", "inconclusive"): "whether {} change nothing is undecided at these seeds"}
-    parts = [said[key].format(_listed(names)) for key in said if (names := groups.get(key))]
-    parts[0] = parts[0][0].upper() + parts[0][1:]
     today = _said(verdicts["modern_ladder.todays_block_below_the_lectures"]["verdict"],
                   "today's block ends below the lecture's", "today's block does not end below the lecture's",
                   "whether today's block ends below the lecture's is undecided")
-    rungs = [label.removeprefix("+ ") for label in list(entry.labels.values())[1:]]
-    return (f"**Today's block, rung by rung.** The `modern_ladder` continues the lecture's ladder from its last rung "
-            f"to the block Llama 3 and OLMo 2 build — {_listed(rungs)} — one rung at a time "
-            f"({shared_settings(entry.specs)}), each rung's change paired by seed. {'; '.join(parts)}; and {today}:\n")
+    rungs = [_piece(entry.labels[rung]) for _, rung, _ in LADDER_RUNGS]
+    return (f"**Today's block, rung by rung and piece by piece.** The `modern_ladder` continues the lecture's ladder "
+            f"from its last rung to the block Llama 3 and OLMo 2 build — {_listed(rungs)} — one rung at a time, and "
+            f"beside it removes each piece from today's block or swaps it back "
+            f"({shared_settings(entry.specs)}), each change paired by seed. Added rung by rung: "
+            f"{_credited(LADDER_RUNGS, entry.labels, verdicts)}. Taken out of today's block: "
+            f"{_credited(LADDER_REMOVALS, entry.labels, verdicts)}. And {today}:\n")
 
 
 PARAGRAPHS: dict[str, Callable[[RunTable, dict, dict], str]] = {
