@@ -107,7 +107,7 @@ def test_an_ablations_findings_are_rows_of_paired_differences_on_one_axis(tmp_pa
     """A row per finding that compares two of the ablation's variants, "A → B" in their labels, B − A with its
     interval in its verdict's colour; a finding of another ablation, or of one variant against a number, no row."""
     from blocklab.analysis.finding_plots import _pair, differences_figure
-    from blocklab.analysis.plots import plt
+    from blocklab.analysis.figure_files import plt
 
     assert [_pair(c, "a") for c in ABLATION_CLAIMS[:3]] == [["second", "first"], ["second", "without"], None]
     drawn = []

@@ -8,7 +8,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from blocklab.analysis.plots import plt, save_figure
+from blocklab.analysis.figure_files import plt, save_figure
 
 VERDICT_COLOURS = {"holds": "#2a7f3f", "fails": "#b8322a", "inconclusive": "0.45"}
 # What a finding's expression reads, in words (a field the runs record): the panel's axis label.

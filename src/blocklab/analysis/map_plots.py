@@ -12,7 +12,8 @@ import pandas as pd
 
 from blocklab.analysis.finding_plots import findings_figure, reads_map
 from blocklab.analysis.maps import cell_table, map_runs_frame, trains
-from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH, plt, save_figure
+from blocklab.analysis.figure_files import plt, save_figure
+from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH
 from blocklab.analysis.runs import BLOWN_UP_MARGIN
 from blocklab.analysis.setting_words import shared_settings
 from blocklab.params.words import in_words, rate

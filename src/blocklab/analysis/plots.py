@@ -6,17 +6,16 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import matplotlib
+import matplotlib.ticker
+import pandas as pd
 
-matplotlib.use("Agg")  # files only: no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from blocklab.analysis.intervals import half_width  # noqa: E402
-from blocklab.analysis.reference import published  # noqa: E402
-from blocklab.analysis.runs import curve_table, curves_frame, runs_frame  # noqa: E402
-from blocklab.analysis.setting_words import shared_settings  # noqa: E402
-from blocklab.analysis.run_table import PlanEntry, RunTable  # noqa: E402
+from blocklab.analysis.figure_files import plt, save_figure
+from blocklab.analysis.finding_plots import differences_figure
+from blocklab.analysis.intervals import half_width
+from blocklab.analysis.reference import published
+from blocklab.analysis.runs import curve_table, curves_frame, runs_frame
+from blocklab.analysis.setting_words import shared_settings
+from blocklab.analysis.run_table import PlanEntry, RunTable
 
 SMOOTHING = 10  # steps in the rolling mean drawn over noisy per-step curves
 LOSS_LABEL = "loss (nats per character)"
@@ -28,18 +27,6 @@ def _baselines(ax, baselines: dict) -> None:
                label=f"unigram baseline (character frequencies), {baselines['unigram']:.3f}")
     ax.axhline(baselines["uniform"], color="0.6", ls=":", lw=1,
                label=f"uniform guess, ln V = {baselines['uniform']:.3f}")
-
-
-def save_figure(fig, path: Path, dpi: int = 110) -> Path:
-    """The figure as a PNG whose `Title` (a text chunk) is its title as drawn: what a reader, `blocklab diff` or a
-    test reads without looking."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if fig.get_layout_engine() is None:
-        fig.tight_layout()
-    title = fig.get_suptitle() or (fig.axes[0].get_title() if fig.axes else "")
-    fig.savefig(path, dpi=dpi, metadata={"Title": title})
-    plt.close(fig)
-    return path
 
 
 LINE_STYLES = ["-", "--", "-.", ":"]
@@ -287,8 +274,6 @@ def ablation_figures(name: str, ablation: PlanEntry, setting: str, curves: pd.Da
     block, and its extra kinds, each titled with what it shows and what its runs share (`setting`);
     `published` marks the lesson's figures by variant on the ladder (none on another corpus); `claims` and their
     `verdicts` are what its findings figure draws."""
-    from blocklab.analysis.finding_plots import differences_figure  # it draws with this module's helpers
-
     def heading(what: str) -> str:
         return _heading(name, what, setting)
 
