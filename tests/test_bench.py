@@ -243,3 +243,30 @@ def test_time_left_quality_replays_the_bar_on_the_runs_times_and_fits_its_costs(
         assert sum(c * n for c, n in zip(fitted, cost_terms(spec))) == pytest.approx(1.5 * estimated_seconds(spec),
                                                                                         rel=0.05)
     assert len(fitted) == len(COSTS)
+
+
+def test_the_rotary_benchmark_times_both_sides_of_each_ratio_on_the_plans_blocks():
+    """A step of today's block with rotary against the same block with the learned table, and the rotation against
+    the attention it rotates: each ratio is the quotient of the two medians measured beside each other."""
+    import click
+
+    from blocklab.tools.bench.rotary import measured
+
+    figures = measured("modern_ladder", "peri", "no_rope", _corpus(), "params.yaml", repeats=3)
+    steps, parts = figures["step_seconds"], figures["part_seconds"]
+    assert set(steps) == {"rotary", "learned"} and set(parts) == {"rotation", "attention"}
+    assert min(*steps.values(), *parts.values()) > 0
+    assert figures["step_ratio"] == steps["rotary"] / steps["learned"]
+    assert figures["rotation_over_attention"] == parts["rotation"] / parts["attention"]
+    with pytest.raises(click.UsageError, match="must have rotary positions"):
+        measured("modern_ladder", "no_rope", "peri", _corpus(), "params.yaml", repeats=3)
+
+
+def test_the_rotary_flag_says_how_to_name_its_pair(tmp_path):
+    from click.testing import CliRunner
+
+    from blocklab.cli import main
+
+    result = CliRunner().invoke(main, ["bench", "--no-trainer", "--rotary", "modern_ladder/peri"])
+    assert result.exit_code == 2
+    assert "give ABLATION/WITH,WITHOUT, e.g. modern_ladder/peri,no_rope" in result.output

@@ -50,18 +50,26 @@ from blocklab.schedule.train_stages import ENCODED
 @click.option("--numerics", is_flag=True,
               help="Also time one run of the ablation (its first variant, seed 0) on every numeric path - unpinned, "
                    "each pin alone, blocklab's pins, MKL's COMPATIBLE branch - in fresh processes, 3 times each.")
+@click.option("--rotary", default=None, is_flag=False, flag_value="modern_ladder/peri,no_rope",
+              metavar="ABLATION/WITH,WITHOUT",
+              help="Also time rotary positions: a training step of ABLATION's variant WITH (rotary) against WITHOUT "
+                   "(the learned table), and the rotation against the attention it rotates  "
+                   "[flag alone: modern_ladder/peri,no_rope].")
+@click.option("--repeats", type=click.IntRange(min=3), default=50, show_default=True,
+              help="With --rotary: the calls timed of each side, alternated.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write the figures here.")
 @params_option
 @reports_errors
 def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, rounding: bool, pipeline: bool,
           queue: bool, old_params: str | None, plan_schedule: bool, workers: str, time_left: bool, through_dvc: bool,
-          make_repro: bool, dask_workers: int, numerics: bool, json_out: str | None, params_file: str) -> None:
+          make_repro: bool, dask_workers: int, numerics: bool, rotary: str | None, repeats: int, json_out: str | None,
+          params_file: str) -> None:
     """Trainer vs the lesson's plain loop on the same runs: throughput ratio, equal results, GFLOP/s, and the
     ceiling on the ratio for bitwise-equal results (one step's kernels at one thread, by kind); with
     --rounding, --pipeline and --queue, how far rounding alone moves results, the pipeline's overhead and a
     queued sweep's speed-up too; with --through-dvc, --make-repro, --plan-schedule and --time-left, training
     through DVC stage by stage against `blocklab prefetch` (an ablation, the whole plan, simulated clusters)
-    and how well prefetch's bar told the time left. Prints ratios: every comparison is measured within one
+    and how well prefetch's bar told the time left; with --rotary, what rotary positions cost a step. Prints ratios: every comparison is measured within one
     run, because the machines are shared and noisy."""
     import json
 
@@ -69,6 +77,7 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
     from blocklab.tools.bench import numerics as numerics_bench
     from blocklab.tools.bench import pipeline as pipeline_bench
     from blocklab.tools.bench import queue as queue_bench
+    from blocklab.tools.bench import rotary as rotary_bench
     from blocklab.tools.bench import schedule as schedule_bench
     from blocklab.tools.bench import time_left as time_left_bench
     from blocklab.tools.bench import trainer as trainer_bench
@@ -98,6 +107,14 @@ def bench(ablation: str, steps: int | None, encoded: str, trainer: bool, roundin
     if numerics:
         variant = next(iter(load_params(params_file).ablations[ablation].variants))
         figures["numerics"] = numerics_bench.shown(ablation, variant, 0, steps, encoded, params_file, repeats=3)
+    if rotary:
+        where, _, pair = rotary.partition("/")
+        with_rope, _, without_rope = pair.partition(",")
+        if not (where and with_rope and without_rope):
+            raise click.BadParameter(f"'{rotary}': give ABLATION/WITH,WITHOUT, e.g. modern_ladder/peri,no_rope",
+                                     param_hint="--rotary")
+        figures["rotary"] = rotary_bench.shown(name_today(where), with_rope, without_rope, encoded, params_file,
+                                               repeats)
     if make_repro:
         click.echo("\nthe whole default plan from nothing, both ways")
         figures["make_repro"] = both_ways_bench.shown((), dask_workers)
