@@ -75,6 +75,12 @@ def _axis_words(claim, verdict: dict) -> str:
     return f"left − right, 95% interval (claimed: {claim.op} 0)"
 
 
+def _saved(fig, title: str, path: Path) -> Path:
+    """A findings figure titled with `title`'s lines, each wrapped to the figure's width, saved to `path`."""
+    fig.suptitle("\n".join(textwrap.fill(line, 120) for line in title.split("\n")), fontsize=10)
+    return save_figure(fig, path, dpi=100)
+
+
 def findings_figure(claims: list, verdicts: dict, title: str, path: Path) -> Path | None:
     """One panel per finding of `claims` whose verdict has an interval: the interval as a bar, its middle as a
     point, zero as a line (an equivalence test's band shaded), the bar coloured by the verdict; a finding without
@@ -113,8 +119,7 @@ def findings_figure(claims: list, verdicts: dict, title: str, path: Path) -> Pat
                      fontsize=8, color=colour)
         ax.set_xlabel(textwrap.fill(f"{_quantity(claim)}: {_axis_words(claim, verdict)}", 52), fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
-    fig.suptitle("\n".join(textwrap.fill(line, 120) for line in title.split("\n")), fontsize=10)
-    return save_figure(fig, path, dpi=100)
+    return _saved(fig, title, path)
 
 
 def _difference_of_two(claim) -> bool:
@@ -171,5 +176,4 @@ def differences_figure(claims: list, verdicts: dict, labels: dict[str, str], nam
                                 f"Left of 0, B is lower", 110), fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
     ax.set_title("green: holds; red: fails; grey: inconclusive (the verdict on the right)", fontsize=8)
-    fig.suptitle("\n".join(textwrap.fill(line, 120) for line in title.split("\n")), fontsize=10)
-    return save_figure(fig, path, dpi=100)
+    return _saved(fig, title, path)

@@ -203,21 +203,17 @@ def lr_frontier(table: RunTable, verdicts: dict, maps: dict) -> str:
             f"of the seeds that trained with its interval, and a triangle where none did:\n")
 
 
-# (claim, rung, what the claim expects of it): "lowers" the loss, or changes "nothing" measurable
-LADDER_RUNGS = [("modern_ladder.rmsnorm_matches_layernorm", "rmsnorm", "nothing"),
-                ("modern_ladder.swiglu_lowers", "swiglu", "lowers"),
-                ("modern_ladder.rope_lowers", "rope", "lowers"),
-                ("modern_ladder.no_bias_costs_nothing", "no_bias", "nothing"),
-                ("modern_ladder.qk_norm_costs_nothing", "qk_norm", "nothing"),
-                ("modern_ladder.peri_lowers", "peri", "lowers")]
-# (claim, the rung that adds the piece it removes from today's block, what the claim expects of the piece); Peri-LN
-# removed from today's block is the QK-norm rung, so its rung's finding is its removal's
-LADDER_REMOVALS = [("modern_ladder.without_rmsnorm_the_same", "rmsnorm", "nothing"),
-                   ("modern_ladder.without_swiglu_higher", "swiglu", "lowers"),
-                   ("modern_ladder.without_rope_higher", "rope", "lowers"),
-                   ("modern_ladder.biases_back_the_same", "no_bias", "nothing"),
-                   ("modern_ladder.without_qk_norm_the_same", "qk_norm", "nothing"),
-                   ("modern_ladder.peri_lowers", "peri", "lowers")]
+# Each piece of today's block: the rung that adds it, what its paper expects of it ("lowers" the loss, or changes
+# "nothing" measurable), the finding of its rung and the finding of its removal from today's block (Peri-LN removed
+# from today's block is the QK-norm rung, so its rung's finding is its removal's)
+LADDER_PIECES = [("rmsnorm", "nothing", "modern_ladder.rmsnorm_matches_layernorm",
+                  "modern_ladder.without_rmsnorm_the_same"),
+                 ("swiglu", "lowers", "modern_ladder.swiglu_lowers", "modern_ladder.without_swiglu_higher"),
+                 ("rope", "lowers", "modern_ladder.rope_lowers", "modern_ladder.without_rope_higher"),
+                 ("no_bias", "nothing", "modern_ladder.no_bias_costs_nothing", "modern_ladder.biases_back_the_same"),
+                 ("qk_norm", "nothing", "modern_ladder.qk_norm_costs_nothing",
+                  "modern_ladder.without_qk_norm_the_same"),
+                 ("peri", "lowers", "modern_ladder.peri_lowers", "modern_ladder.peri_lowers")]
 # what a group of pieces did, said of several (each lower ...) or of one (lowers ...)
 _LADDER_SAID = {("lowers", "holds"): ("{} each lower the loss", "{} lowers the loss"),
                 ("lowers", "fails"): ("{} raise it", "{} raises it"),
@@ -235,10 +231,11 @@ def _piece(label: str) -> str:
     return label.removeprefix("+ ").split(" (")[0]
 
 
-def _credited(findings: list[tuple[str, str, str]], labels: dict, verdicts: dict) -> str:
+def _credited(removed: bool, labels: dict, verdicts: dict) -> str:
+    """What each piece's rung finding (or, `removed`, its removal's) decided, the pieces grouped by verdict."""
     groups: dict[tuple[str, str], list[str]] = {}
-    for cid, rung, expects in findings:
-        groups.setdefault((expects, verdicts[cid]["verdict"]), []).append(_piece(labels[rung]))
+    for rung, expects, *findings in LADDER_PIECES:
+        groups.setdefault((expects, verdicts[findings[removed]]["verdict"]), []).append(_piece(labels[rung]))
     return "; ".join(_LADDER_SAID[key][len(names) == 1].format(_listed(names))
                      for key in _LADDER_SAID if (names := groups.get(key)))
 
@@ -249,13 +246,13 @@ def modern_ladder(table: RunTable, verdicts: dict, maps: dict) -> str:
     today = _said(verdicts["modern_ladder.todays_block_below_the_lectures"]["verdict"],
                   "today's block ends below the lecture's", "today's block does not end below the lecture's",
                   "whether today's block ends below the lecture's is undecided")
-    rungs = [_piece(entry.labels[rung]) for _, rung, _ in LADDER_RUNGS]
+    rungs = [_piece(entry.labels[rung]) for rung, *_ in LADDER_PIECES]
     return (f"**Today's block, rung by rung and piece by piece.** The `modern_ladder` continues the lecture's ladder "
             f"from its last rung to the block Llama 3 and OLMo 2 build — {_listed(rungs)} — one rung at a time, and "
             f"beside it removes each piece from today's block or swaps it back "
             f"({shared_settings(entry.specs)}), each change paired by seed. Added rung by rung: "
-            f"{_credited(LADDER_RUNGS, entry.labels, verdicts)}. Taken out of today's block: "
-            f"{_credited(LADDER_REMOVALS, entry.labels, verdicts)}. And {today}:\n")
+            f"{_credited(False, entry.labels, verdicts)}. Taken out of today's block: "
+            f"{_credited(True, entry.labels, verdicts)}. And {today}:\n")
 
 
 PARAGRAPHS: dict[str, Callable[[RunTable, dict, dict], str]] = {
