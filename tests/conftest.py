@@ -497,9 +497,9 @@ def wait_until_healthy(base: str, process: subprocess.Popen, seconds: float = 24
 
 
 @contextmanager
-def mlflow_server(backend: str, artifacts: Path, port: int | None = None):
+def mlflow_server_process(backend: str, artifacts: Path, port: int | None = None):
     """A real `mlflow server` on 127.0.0.1 over `backend` (serving the artifacts under `artifacts`); yields its
-    base URL once it answers."""
+    base URL once it answers, and its process (the leader of its own process group)."""
     port = port or free_port()
     mlflow = Path(sys.executable).with_name("mlflow")
     with started([str(mlflow), "server", "--backend-store-uri", backend, "--artifacts-destination", str(artifacts),
@@ -507,4 +507,11 @@ def mlflow_server(backend: str, artifacts: Path, port: int | None = None):
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as server:
         base = f"http://127.0.0.1:{port}"
         wait_until_healthy(base, server)
+        yield base, server
+
+
+@contextmanager
+def mlflow_server(backend: str, artifacts: Path, port: int | None = None):
+    """`mlflow_server_process`'s base URL alone."""
+    with mlflow_server_process(backend, artifacts, port) as (base, _):
         yield base

@@ -119,11 +119,13 @@ def test_a_run_whose_artifact_upload_failed_is_replaced_and_the_store_ends_with_
     params = load_params(project.root / "params.yaml")
     baselines = json.loads((project.root / "reports" / "metrics.json").read_text())["baselines"]
     arguments = (params, project.root / "data" / "runs", baselines, project.root / "reports" / "figures")
-    upload, calls = MlflowClient.log_artifact, []
+    upload, calls, failing = MlflowClient.log_artifact, [], []
 
-    def failing_partway(self, *args, **kwargs):  # the real upload, until a seed run's third curve fails
-        calls.append(args)
+    def failing_partway(self, *args, **kwargs):  # the real upload, but a seed run's third curve's, every time
+        calls.append(args)                        # (track's second try at it included)
         if sum(str(a[1]).endswith("curve.csv") for a in calls) == 3 and str(args[1]).endswith("curve.csv"):
+            failing.append(args[1])
+        if args[1] in failing:
             raise OSError("disk full (injected)")
         return upload(self, *args, **kwargs)
 
@@ -131,6 +133,7 @@ def test_a_run_whose_artifact_upload_failed_is_replaced_and_the_store_ends_with_
     first = track(*arguments, uri=store)
     monkeypatch.setattr(MlflowClient, "log_artifact", upload)
     assert len(first["failed"]) == 1 and "disk full" in next(iter(first["failed"].values()))
+    assert first["retried"] == {} and sum(a[1] == failing[0] for a in calls) == 2  # its second try failed too
     every = [r for name in [*params.ablations, *params.maps] for r in client_for(store).search_runs(
         [client_for(store).get_experiment_by_name(f"blocklab/{name}").experiment_id])]
     assert sum(r.info.status != "FINISHED" for r in every) == 2  # the half-logged seed run and its parent

@@ -109,11 +109,11 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
     model (its weights were not here then) gets it once they are.
 
     Returns {"logged": [...], "already": n, "variants": n, "models": [variants whose model was added],
-    "failed": {run: reason}, ...}; a store that is unreachable or errors leaves every run in "failed" and raises
-    nothing."""
+    "failed": {run: reason}, "retried": {run: why its first try failed}, ...}; a store that is unreachable or
+    errors leaves every run in "failed" and raises nothing."""
     uri = uri or tracking_uri()
     result = {"uri": uri, "logged": [], "already": 0, "variants": 0, "models": [], "failed": {}, "log_seconds": {},
-              "train_seconds": {}}
+              "train_seconds": {}, "retried": {}}
     specs = params.all_specs()  # a map's cells: a parent run each, its seeds under it
     EXPERIMENT_IDS.clear()  # a store may have been replaced since the last track
     try:
@@ -125,7 +125,7 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
         return result
     interrupted = threading.Event()
 
-    def log(spec: RunSpec) -> dict:
+    def log(spec: RunSpec, first: bool = True) -> dict:
         mine = {"logged": [], "already": 0, "variants": 0, "models": [], "failed": {}, "log_seconds": {},
                 "train_seconds": {}}
         if interrupted.is_set():  # Ctrl-C: the variants being logged end, the rest are not begun
@@ -141,8 +141,9 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
             # A map's cells log no figure, model or sample each: the map's figures are its own (reports/figures).
             figure = Path(figures_dir) / f"{spec.ablation}_loss.png" if figures_dir and not spec.cell else None
             _log_variant(client, spec, directories, stored, baselines, figure, mine, trained)
-        with counting:
-            bar.update(len(spec.seeds))
+        if first:
+            with counting:
+                bar.update(len(spec.seeds))
         return mine
 
     counting = threading.Lock()
@@ -150,6 +151,18 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
     with tqdm(total=sum(len(spec.seeds) for spec in specs), desc="MLflow", unit="run", disable=None) as bar, \
             _interrupts_as(interrupted), ThreadPoolExecutor(at_once or in_flight(uri), thread_name_prefix="track") as pool:
         logged = list(pool.map(log, specs))
+        # Once more for the variants a failure stopped (a request that timed out on a loaded server, which may
+        # have gone on to create the run it was asked for): the store read anew, what this process left
+        # unfinished is replaced (claiming.py), what it finished is kept. A store still away fails fast again.
+        again = [i for i, mine in enumerate(logged) if _stopped(mine)]
+        if again and not interrupted.is_set():
+            try:
+                stored = stored_runs(client, list(params.ablations) + list(params.maps))
+            except Exception:  # noqa: BLE001 - the store is still unreachable: those runs stay failed
+                again = []
+            for i, mine in zip(again, pool.map(lambda spec: log(spec, first=False), [specs[i] for i in again])):
+                result["retried"].update({k: r for k, r in logged[i]["failed"].items() if k not in mine["failed"]})
+                logged[i] = _merged(logged[i], mine)
     if interrupted.is_set():
         raise KeyboardInterrupt
     for mine in logged:
@@ -160,6 +173,19 @@ def track(params: Params, runs_dir: Path, baselines: dict, figures_dir: Path | N
         result["already"] += mine["already"]
         result["variants"] += mine["variants"]
     return result
+
+
+def _stopped(mine: dict) -> bool:
+    """Whether logging a variant failed part-way for a reason other than a run not trained here."""
+    return any(not reason.startswith("not trained") for reason in mine["failed"].values())
+
+
+def _merged(first: dict, again: dict) -> dict:
+    """One variant's result from its two passes: the second's failures and counts, less the runs the first
+    logged (the second finds them in the store: "already")."""
+    return {**again, "logged": first["logged"] + again["logged"], "already": again["already"] - len(first["logged"]),
+            "models": first["models"] + again["models"], "log_seconds": {**first["log_seconds"], **again["log_seconds"]},
+            "train_seconds": {**first["train_seconds"], **again["train_seconds"]}}
 
 
 def _log_variant(client, spec: RunSpec, directories: dict[int, Path], stored: dict[str, list], baselines: dict,
@@ -316,6 +342,10 @@ def track_reported(params: Params, runs_dir: Path, reports_dir: Path, uri: str |
         click.echo(f"logging took {logging_seconds:.1f} s ({whole:.1f} s with the parent runs, their models and "
                    f"samples): {logging_seconds / training:.1%} ({whole / training:.1%}) of those runs' "
                    f"{training:.0f} s of training")
+    if result["retried"]:
+        reasons = "; ".join(sorted(set(result["retried"].values())))
+        click.echo(f"{len(result['retried'])} runs or variants failed at first and were logged on a second try "
+                   f"({reasons})")
     if failed:
         reasons = "; ".join(sorted(set(failed.values())))
         click.secho(f"warning: {len(failed)} runs were NOT logged to MLflow ({reasons}): {', '.join(sorted(failed))}. "
