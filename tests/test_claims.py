@@ -163,7 +163,8 @@ def test_check_passes_and_writes_the_verdicts(tmp_path):
     written = json.loads((tmp_path / "claims.json").read_text())
     assert written["post_collapses"] == {"ok": True, "measured": [3.31, 3.29], "expected": "3.3 ± 0.05",
                                          "verdict": "holds", "kind": "finding", "interval": None, "statistic": None,
-                                         "seeds_needed": None, "note": None, "known_to_fail": False}
+                                         "seeds_needed": None, "note": None, "known_to_fail": False,
+                                         "p_value": None, "p_holm": None, "verdict_holm": "holds"}  # no test made
     lo, hi = written["pre_learns"]["interval"]  # mean of 2.13, 2.15 minus 3, with t(0.975, 1) = 12.7
     assert (lo, hi) == pytest.approx((2.14 - 3 - 12.706 * 0.01, 2.14 - 3 + 12.706 * 0.01), abs=1e-3)
     assert list(written) == ["post_collapses", "pre_learns"]  # in the claims file's order
@@ -182,7 +183,8 @@ def test_a_failing_claim_is_recorded_listed_first_in_words_and_exits_0(tmp_path)
     assert "1 of 2 findings hold, 1 fail; 0 of 0 invariants hold" in result.output
     assert json.loads((tmp_path / "claims.json").read_text())["post_collapses"]["ok"] is False
     assert json.loads((tmp_path / "claims_count.json").read_text()) == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 1, "findings_not_comparable": 0,
-        "findings_total": 2, "invariants_hold": 0, "invariants_total": 0}
+        "findings_total": 2, "invariants_hold": 0, "invariants_total": 0, "findings_tested": 1, "findings_hold_holm": 1,
+        "findings_fail_holm": 1}
 
 
 def test_check_strict_exits_1_when_a_claim_fails_and_0_when_all_hold(tmp_path):
@@ -215,7 +217,8 @@ def test_the_summary_lists_the_failing_claims_first_in_words():
               Compare(id="pre_learns", claim="Pre-norm learns.", kind="finding", rule="compare", left='mean("placement/pre")', op="<",
                       right=1)]
     text = verdicts_markdown(claims, check_claims(claims, EVIDENCE))
-    assert text.startswith("## Claims: 1 of 2 findings hold, 1 fail; 0 of 0 invariants hold\n")
+    assert text.startswith("## Claims: 1 of 2 findings hold, 1 fail; 0 of 0 invariants hold; with Holm's "
+                           "correction of the 1 tested, 1 findings hold and 1 fail\n")
     assert text.index("- [fails] pre_learns: Pre-norm learns. Measured 2.14, expected < 1; interval of left - right") \
         < text.index("| post_collapses")
 
@@ -288,7 +291,8 @@ def test_a_failing_claim_marked_known_to_fail_is_recorded_and_passes_strict_an_u
     assert "Known to fail: measured 2.2 on seed 1 (why)" in marked.output
     assert json.loads((tmp_path / "claims.json").read_text())["post_collapses"]["ok"] is False
     assert json.loads((tmp_path / "claims_count.json").read_text()) == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 1, "findings_not_comparable": 0,
-        "findings_total": 2, "invariants_hold": 0, "invariants_total": 0}
+        "findings_total": 2, "invariants_hold": 0, "invariants_total": 0, "findings_tested": 1, "findings_hold_holm": 1,
+        "findings_fail_holm": 1}
     unmarked = CliRunner().invoke(main, ["check", "--strict", *marked_reports(tmp_path, broken, mark_post=False)])
     assert unmarked.exit_code == 1
 
@@ -388,7 +392,8 @@ def test_findings_and_checks_are_counted_apart():
                       right=3)]
     count = claims_count(check_claims(claims, EVIDENCE))
     assert count == {"findings_hold": 1, "findings_inconclusive": 0, "findings_fail": 0, "findings_not_comparable": 0,
-                     "findings_total": 1, "invariants_hold": 1, "invariants_total": 1}
+                     "findings_total": 1, "invariants_hold": 1, "invariants_total": 1, "findings_tested": 0,
+                     "findings_hold_holm": 1, "findings_fail_holm": 0}
     assert count_in_words(count) == "1 of 1 findings hold; 1 of 1 invariants hold"
 
 

@@ -35,7 +35,8 @@ def test_an_experiment_that_breaks_a_claim_exits_0_reruns_only_its_stages_and_re
     assert verdicts["pre_norm_learns"]["ok"] is False and verdicts["uniform_is_ln_v"]["ok"] is True
     assert json.loads((project.root / "reports" / "claims_count.json").read_text()) == {
         "findings_hold": 0, "findings_inconclusive": 0, "findings_fail": 1, "findings_not_comparable": 0,
-        "findings_total": 1, "invariants_hold": 2, "invariants_total": 2}
+        "findings_total": 1, "invariants_hold": 2, "invariants_total": 2, "findings_tested": 1, "findings_hold_holm": 0,
+        "findings_fail_holm": 1}
     summary = (project.root / "reports" / "summary.md").read_text()
     assert summary.index("**Fail or are inconclusive (1):**\n\n- [fails] pre_norm_learns: Pre-norm ends below") \
         < summary.index("## placement")

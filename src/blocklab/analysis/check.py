@@ -148,11 +148,13 @@ def show(checked: Checked, echo: Callable[..., None] = click.secho, not_run_deta
     ran = {cid: v for cid, v in checked.verdicts.items() if v["verdict"] != NOT_RUN}
     if ran:
         width = max(len(k) for k in ran)
-        echo(f"{'id':<{width}}  {'kind':<7}  {'verdict':<14}  {'measured':<28}  {'expected':<24}  "
-             f"{'interval':<22}  claim")
+        echo(f"{'id':<{width}}  {'kind':<7}  {'verdict':<14}  {'after Holm':<14}  {'measured':<28}  "
+             f"{'expected':<24}  {'interval':<22}  claim")
         for cid, v in ran.items():
             interval = "" if v["interval"] is None else str(v["interval"])
+            family = v.get("verdict_holm") if v.get("p_holm") is not None else None
             echo(f"{cid:<{width}}  {v['kind']:<7}  " + click.style(f"{v['verdict']:<14}", **STYLES[v["verdict"]])
+                 + "  " + (click.style(f"{family:<14}", **STYLES[family]) if family else f"{'–':<14}")
                  + f"  {str(v['measured']):<28.28}  {str(v['expected']):<24.24}  {interval:<22.22}  "
                    f"{textwrap.shorten(v['claim'], 80)}")
     if checked.not_run:

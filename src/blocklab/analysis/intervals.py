@@ -108,6 +108,23 @@ class Estimate:
         h = self.half_width(confidence)
         return self.mean - h, self.mean + h
 
+    def p_two_sided(self, null: float = 0.0) -> float:
+        """The two-sided t test's p-value of a mean equal to `null`: below 1 - CONFIDENCE exactly when the
+        interval leaves `null` out (NaN from one seed)."""
+        if not self.df or math.isnan(self.se):
+            return math.nan
+        if self.se == 0:
+            return 0.0 if self.mean != null else 1.0
+        return float(2 * stats.t.sf(abs(self.mean - null) / self.se, self.df))
+
+    def p_above(self, bound: float) -> float:
+        """The one-sided t test's p-value of a mean at most `bound` (small: the mean lies above it)."""
+        if not self.df or math.isnan(self.se):
+            return math.nan
+        if self.se == 0:
+            return 0.0 if self.mean > bound else 1.0
+        return float(stats.t.sf((self.mean - bound) / self.se, self.df))
+
     def seeds_to_decide(self, margin: float, confidence: float = CONFIDENCE) -> int | None:
         """About how many seeds (pairs, for a paired difference; per variant, for Welch's) would make the
         interval's half-width smaller than `margin` at the spread measured; None when no number would

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Union
 
@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from blocklab.analysis.claims.expressions import elementwise, value_of
+from blocklab.analysis.claims.family import corrected_for_the_family, family_count
 from blocklab.analysis.claims.evidence import NOT_RUN, NotComparable, NotRunYet, Evidence
 from blocklab.analysis.intervals import CONFIDENCE, Estimate, Seeds, Welch
 from blocklab.analysis.setting_words import written
@@ -58,8 +59,9 @@ def _has_interval(value) -> bool:
 @dataclass
 class Verdict:
     """What a claim's rule found: the verdict, what was measured and expected (for people), and, for a
-    finding over seed means, the 95% interval of the quantity decided, the statistic, and about how many
-    seeds would decide it when it is inconclusive."""
+    finding over seed means, the 95% interval of the quantity decided, the statistic, about how many
+    seeds would decide it when it is inconclusive, and the p-value of the test that decided it (or would
+    have): below 1 - CONFIDENCE exactly when it holds or fails, for the family-wise correction (family.py)."""
     verdict: str
     measured: object
     expected: object
@@ -68,6 +70,7 @@ class Verdict:
     seeds_needed: int | None = None
     note: str | None = None
     command: str | None = None  # not run yet: what would run it
+    p_value: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -164,16 +167,20 @@ class Within(_Claim):
             return Verdict("inconclusive", _rounded(values), shown, None, statistic)
         interval = [round(inner[0], 6), round(inner[1], 6)]
         note = "90% interval of value - expected"
+        # two one-sided tests (inside the band) and, against the nearer edge, the two-sided test of outside it
+        inside = max(estimate.p_above(-slack), replace(estimate, mean=-estimate.mean).p_above(-slack))
+        outside = estimate.p_two_sided(math.copysign(slack, estimate.mean))
         if -slack <= inner[0] and inner[1] <= slack:
-            return Verdict("holds", _rounded(values), shown, interval, statistic, note=note)
+            return Verdict("holds", _rounded(values), shown, interval, statistic, note=note, p_value=inside)
         if outer[0] > slack or outer[1] < -slack:
             return Verdict("fails", _rounded(values), shown, _interval(estimate), f"{estimate.statistic}, 95% interval",
-                           note="95% interval of value - expected, wholly outside the tolerance")
+                           note="95% interval of value - expected, wholly outside the tolerance", p_value=outside)
         if abs(estimate.mean) < slack:
             needed = estimate.seeds_to_decide(slack - abs(estimate.mean), EQUIVALENCE_CONFIDENCE)
         else:
             needed = estimate.seeds_to_decide(abs(estimate.mean) - slack)
-        return Verdict("inconclusive", _rounded(values), shown, interval, statistic, needed, note=note)
+        return Verdict("inconclusive", _rounded(values), shown, interval, statistic, needed, note=note,
+                       p_value=inside if abs(estimate.mean) < slack else outside)
 
 
 class Compare(_Claim):
@@ -196,7 +203,8 @@ class Compare(_Claim):
         verdict, estimate, needed = _sign_verdict(difference, self.op)
         interval = None if estimate is None else _interval(estimate)
         return Verdict(verdict, _rounded(left), expected, interval, _statistic(estimate), needed,
-                       note=None if estimate is None else "interval of left - right")
+                       note=None if estimate is None else "interval of left - right",
+                       p_value=None if estimate is None else estimate.p_two_sided())
 
 
 class Monotone(_Claim):
@@ -221,9 +229,13 @@ class Monotone(_Claim):
             return Verdict(verdict, _rounded(values), expected)
         needed = [n for v, _, n in steps if v == "inconclusive"]
         intervals = [None if e is None else _interval(e) for _, e, _ in steps]
+        p_value = None
+        if len(estimates) == len(steps):  # a step against the claim decides it; else every step (an
+            against = [e.p_two_sided() for v, e, _ in steps if v == "fails"]  # intersection-union test: the largest p)
+            p_value = min(against) if against else max(e.p_two_sided() for _, e, _ in steps)
         return Verdict(verdict, _rounded(values), expected, intervals, _statistic(estimates[0]),
                        None if not needed or None in needed else max(needed),
-                       note="an interval per step (each value minus the one before)")
+                       note="an interval per step (each value minus the one before)", p_value=p_value)
 
 
 class Exact(_Claim):
@@ -301,17 +313,20 @@ def check_claims(claims: list, evidence: Evidence) -> dict[str, dict]:
                               "verdict": found.verdict, "kind": claim.kind, "interval": found.interval,
                               "statistic": found.statistic, "seeds_needed": found.seeds_needed,
                               "note": found.note, "known_to_fail": claim.known_to_fail is not None,
+                              "p_value": None if found.p_value is None or math.isnan(found.p_value) else
+                              float(f"{found.p_value:.6g}"),
                               "claim": claim.claim, **({"command": found.command} if found.command else {})}
-    return verdicts
+    return corrected_for_the_family(verdicts)
 
 
 def claims_count(verdicts: dict[str, dict]) -> dict[str, int]:
-    """Findings and invariants counted apart: the claims figures `dvc exp show` lists."""
+    """Findings and invariants counted apart, and the findings after Holm's correction (family.py): the claims
+    figures `dvc exp show` lists."""
     findings = [v["verdict"] for v in verdicts.values() if v["kind"] == "finding"]
     invariants = [v["verdict"] for v in verdicts.values() if v["kind"] == "invariant"]
     count = {"findings_hold": findings.count("holds"), "findings_inconclusive": findings.count("inconclusive"),
              "findings_fail": findings.count("fails"), "findings_not_comparable": findings.count("not comparable"),
              "findings_total": len(findings), "invariants_hold": invariants.count("holds"),
-             "invariants_total": len(invariants)}
+             "invariants_total": len(invariants), **family_count(verdicts)}
     not_run = findings.count(NOT_RUN) + invariants.count(NOT_RUN)  # none in a complete run: then not listed at all
     return {**count, "not_run_yet": not_run} if not_run else count

@@ -8,13 +8,17 @@ from blocklab.analysis.intervals import MAX_SEEDS
 
 
 def count_in_words(count: dict[str, int]) -> str:
-    """"N of M findings hold, K inconclusive, J not comparable; C of C invariants hold"."""
+    """"N of M findings hold, K inconclusive, J not comparable; C of C invariants hold; with Holm's correction
+    of the T tested, N' findings hold and F' fail" (family.py)."""
     extra = "".join(f", {count[f'findings_{key}']} {word}" for key, word in
                     (("fail", "fail"), ("inconclusive", "inconclusive"), ("not_comparable", "not comparable"))
                     if count[f"findings_{key}"])
+    family = (f"; with Holm's correction of the {count['findings_tested']} tested, "
+              f"{count['findings_hold_holm']} findings hold and {count['findings_fail_holm']} fail"
+              if count.get("findings_tested") else "")
     not_run = f"; {count['not_run_yet']} claims not run yet" if count.get("not_run_yet") else ""
     return (f"{count['findings_hold']} of {count['findings_total']} findings hold{extra}; "
-            f"{count['invariants_hold']} of {count['invariants_total']} invariants hold{not_run}")
+            f"{count['invariants_hold']} of {count['invariants_total']} invariants hold{family}{not_run}")
 
 
 def _in_words(cid: str, words: dict[str, str], verdict: dict) -> str:
@@ -71,8 +75,9 @@ def verdicts_markdown(claims: list, verdicts: dict[str, dict]) -> str:
     lines = [f"## Claims: {count_in_words(count)}\n",
              "A *finding* depends on training results and carries its uncertainty: over seed means it holds only "
              "when its whole 95% interval (paired by seed where the variants share their seeds) lies on the "
-             "claimed side, and is *inconclusive* otherwise. A *check* is deterministic arithmetic or an "
-             "untrained probe.\n"]
+             "claimed side, and is *inconclusive* otherwise. Beside it, its verdict after Holm's correction "
+             "across every finding decided by a test, which holds the chance of even one false verdict among them "
+             "at 5%. A *check* is deterministic arithmetic or an untrained probe.\n"]
     if failing:
         lines += [f"**Fail or are inconclusive ({len(failing)}):**\n", *(f"- {line}" for line in failing), ""]
     if known:
@@ -90,11 +95,13 @@ def verdicts_markdown(claims: list, verdicts: dict[str, dict]) -> str:
     words = {c.id: c.claim for c in claims}
     for kind, title in (("finding", "Every finding"), ("invariant", "Every invariant")):
         rows = [(cid, v.get("verdict", "holds" if v["ok"] else "fails") if v["ok"] else
-                 f"**{v.get('verdict', 'fails')}**", v["measured"], v["expected"],
-                 "" if v.get("interval") is None else v["interval"], words.get(cid, ""))
+                 f"**{v.get('verdict', 'fails')}**", *([v["verdict_holm"] if v.get("p_holm") is not None else "–"]
+                                                       if kind == "finding" else []),
+                 v["measured"], v["expected"], "" if v.get("interval") is None else v["interval"], words.get(cid, ""))
                 for cid, v in verdicts.items() if v.get("kind", "finding") == kind]
         if rows:
-            table = tabulate(rows, headers=["claim", "verdict", "measured", "expected", "interval", "in words"],
-                             tablefmt="pipe")
+            headers = ["claim", "verdict", *(["after Holm"] if kind == "finding" else []), "measured", "expected",
+                       "interval", "in words"]
+            table = tabulate(rows, headers=headers, tablefmt="pipe")
             lines.append(f"<details><summary>{title}</summary>\n\n{table}\n\n</details>\n")
     return "\n".join(lines)
