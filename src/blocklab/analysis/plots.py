@@ -3,6 +3,7 @@ A map's figures: blocklab.analysis.map_plots."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import matplotlib.ticker
 import pandas as pd
 
 from blocklab.analysis.figure_files import plt, save_figure
-from blocklab.analysis.finding_plots import differences_figure
+from blocklab.analysis.finding_plots import QUANTITY_WORDS, differences_figure
 from blocklab.analysis.intervals import half_width
+from blocklab.analysis.maps import trains
 from blocklab.analysis.reference import published
 from blocklab.analysis.runs import curve_table, curves_frame, runs_frame
 from blocklab.analysis.setting_words import shared_settings
@@ -91,25 +93,94 @@ def grad_norm_curves(curves: pd.DataFrame, title: str, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def final_losses(runs: pd.DataFrame, baselines: dict, title: str, path: Path) -> Path:
-    """Every seed's final training loss as a point, the seed mean as a bar."""
+# The field a call reads of a run when it names none (blocklab.analysis.claims: `loss`, `mean`, `seeds`, `std`
+# read the training loss; `at` the validation loss); a call whose field is not a loss is not a loss figure's.
+_DEFAULT_FIELDS = {"loss": "train_loss_last25", "mean": "train_loss_last25", "seeds": "train_loss_last25",
+                   "std": "train_loss_last25", "at": "val_loss"}
+_CALL = re.compile(r'(?P<call>loss|mean|seeds|std|at)\("(?P<entry>[a-z_0-9]+)/[^"]*"(?P<rest>[^)]*)\)')
+
+
+def findings_loss(claims: list, name: str, recorded: set[str]) -> str:
+    """The loss the findings over ablation `name` read most (of the fields its runs record), the final
+    validation loss where none reads one: what its `final` figure shows."""
+    read = []
+    for claim in claims:
+        for call in _CALL.finditer(claim.rule_text()) if claim.kind == "finding" else ():
+            named = re.findall(r'"([a-z_0-9]+)"', call["rest"])
+            field = named[-1] if named else _DEFAULT_FIELDS[call["call"]]
+            if call["entry"] == name and "loss" in field and field in recorded:
+                read.append(field)
+    return max(dict.fromkeys(read), key=read.count) if read else "val_loss"
+
+
+def trained_scale(runs: pd.DataFrame, field: str):
+    """Of an ablation's `runs`: each run's finite `field` (NaN where none), whether it trained (neither collapsed
+    nor blew up), each variant's seed mean and half its 95% interval by label, and the scale (low, high) that
+    holds the trained runs and the intervals of the variants all of whose seeds trained, padded; every run's
+    where none trained."""
+    import numpy as np
+
+    values = pd.to_numeric(runs[field], errors="coerce").where(lambda v: np.isfinite(v))
+    trained = runs.apply(lambda run: trains(run.to_dict()), axis=1) & values.notna()
+    means = {label: (values[runs["label"] == label].mean(), half_width(values[runs["label"] == label]))
+             for label in dict.fromkeys(runs["label"])}
+    on_scale = list(values[trained]) + [m + s * h for label, (m, h) in means.items() if h == h
+                                          and trained[runs["label"] == label].all() for s in (-1, 1)]
+    if not on_scale:  # no run trained: the scale is every run's
+        on_scale = list(values.dropna()) or [0.0]
+    low, high = min(on_scale), max(on_scale)
+    pad = 0.08 * (high - low) or 0.02 * abs(high) or 0.1
+    return values, trained, means, (low - pad, high + pad)
+
+
+def final_values(runs: pd.DataFrame, baselines: dict, field: str, title: str, path: Path) -> Path:
+    """Every seed's final `field` (a loss) as a point, and each variant's seed mean with its 95% t interval, on
+    the scale of the runs that trained. A run that collapsed (to the unigram baseline) or blew up is marked as
+    such, and where it lies off that scale it is drawn on its right edge with its value written, so that it
+    does not flatten the differences between the trained ones."""
     labels = list(dict.fromkeys(runs["label"]))
-    fig, ax = plt.subplots(figsize=(8, 0.6 * len(labels) + 2))
+    values, trained, means, (low, high) = trained_scale(runs, field)
+    unigram = baselines["unigram" if field.startswith("train") else "unigram_val"]
+    fig, ax = plt.subplots(figsize=(8, 0.62 * len(labels) + 2.2))
+    shown: set[str] = set()
+
+    def once(name: str) -> str | None:
+        return None if name in shown or shown.add(name) else name
+
     for i, label in enumerate(labels):
-        losses = runs.loc[runs["label"] == label, "train_loss_last25"]
-        ax.barh(i, losses.mean(), color="C0", alpha=0.35)
-        ax.scatter(losses, [i] * len(losses), color="C0", zorder=3, label="one seed" if i == 0 else None)
-        half = half_width(losses)
-        if half == half:  # two seeds or more
-            ax.errorbar(losses.mean(), i, xerr=half, fmt="none", ecolor="k", capsize=4,
-                        label="95% t interval of the seed mean" if i == 0 else None)
-    ax.axvline(baselines["unigram"], color="0.35", ls="--", lw=1, label=f"unigram baseline, {baselines['unigram']:.3f}")
-    ax.axvline(baselines["uniform"], color="0.6", ls=":", lw=1, label=f"uniform, ln V = {baselines['uniform']:.3f}")
+        mine = runs["label"] == label
+        ax.scatter(values[mine & trained], [i - 0.12] * int((mine & trained).sum()), color="C0", s=22, zorder=3,
+                   label=once("one seed"))
+        off = []
+        for index in runs.index[mine & ~trained]:
+            value, run = values[index], runs.loc[index]
+            marker, colour, name = ("x", "0.4", "a seed that collapsed (to the unigram baseline)") \
+                if run.get("collapsed") else ("^", "#b8322a", "a seed that blew up or diverged")
+            at = value if value == value and low <= value <= high else high  # beyond the scale: on its edge
+            ax.scatter([at], [i - 0.12], marker=marker, color=colour, s=40, zorder=4, clip_on=False, label=once(name))
+            if at == high:
+                off.append("no finite value" if value != value else f"{value:.3f}")
+        if off:
+            ax.annotate(f"off the scale: {', '.join(off)}", (high, i - 0.12), textcoords="offset points",
+                        xytext=(-9, 0), fontsize=7, color="0.3", ha="right", va="center")
+        mean, half = means[label]
+        if mean == mean and low <= mean <= high:
+            ax.errorbar([mean], [i + 0.16], xerr=None if half != half else [[min(half, mean - low)],
+                                                                            [min(half, high - mean)]],
+                        fmt="D", color="k", ms=5, capsize=4, label=once("seed mean, 95% t interval"))
+        elif mean == mean:
+            ax.annotate(f"seed mean {mean:.3f}, off the scale →", (high, i + 0.16), textcoords="offset points",
+                        xytext=(-9, 0), fontsize=7, ha="right", va="center")
+    if low <= unigram <= high:
+        ax.axvline(unigram, color="0.35", ls="--", lw=1, label=f"unigram baseline, {unigram:.3f}")
+    ax.set_xlim(low, high)
     ax.set_yticks(range(len(labels)), labels)
-    ax.invert_yaxis()
-    ax.set(xlabel=f"final training {LOSS_LABEL}: mean of the last 25 steps\n(bar = seed mean)")
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    beyond = "" if low <= unigram <= high else f"\n(the unigram baseline, {unigram:.3f}, lies off the scale)"
+    ax.set(xlabel=f"{QUANTITY_WORDS.get(field, field)}, nats per character{beyond}")
     fig.suptitle(title, fontsize=11)  # over the figure, not the axes: the variants' labels take the left
-    ax.legend(fontsize=8, loc="lower right")
+    below = (0.85 if beyond else 0.7) / (ax.get_position().height * fig.get_figheight())  # inches under the axis
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -below), ncol=2, frameon=False)
     return save_figure(fig, path)
 
 
@@ -281,8 +352,8 @@ def ablation_figures(name: str, ablation: PlanEntry, setting: str, curves: pd.Da
         "loss": loss_curves(curves, baselines, heading("training loss"), out_dir / f"{name}_loss.png"),
         "grad_norm": grad_norm_curves(curves, heading("gradient norm during training"),
                                       out_dir / f"{name}_grad_norm.png"),
-        "final": final_losses(runs, baselines, heading("final training loss, every seed"),
-                              out_dir / f"{name}_final.png"),
+        "final": final_values(runs, baselines, field := findings_loss(claims or [], name, set(runs.columns)),
+                              heading(f"{QUANTITY_WORDS.get(field, field)}, every seed"), out_dir / f"{name}_final.png"),
         "layers": residual_stream(runs, heading("the residual stream, block by block, at the end of training"),
                                   out_dir / f"{name}_layers.png"),
     }

@@ -70,7 +70,8 @@ def run_demo(params_file: str = "params.yaml", echo: Callable[..., None] = click
     from blocklab.analysis import plots
 
     OUT.mkdir(parents=True, exist_ok=True)
-    figures = plots.ablation_outputs(table, "placement", RUNS, metrics, OUT, load_reference("reference.yaml"))
+    figures = plots.ablation_outputs(table, "placement", RUNS, metrics, OUT, load_reference("reference.yaml"),
+                                     checked.claims, checked.verdicts)
     figure = OUT / figures["loss"]
     (OUT / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     (OUT / "claims.json").write_text(json.dumps(decided, indent=1) + "\n")
