@@ -131,3 +131,13 @@ def test_an_ablations_findings_are_rows_of_paired_differences_on_one_axis(tmp_pa
     for verdict in ("holds", "inconclusive"):
         assert (abs(pixels - matplotlib.colors.to_rgb(VERDICT_COLOURS[verdict])).max(axis=1) < 0.02).sum() > 50
     assert differences_figure(ABLATION_CLAIMS, ABLATION_VERDICTS, {}, "none", "t", tmp_path / "x.png") is None
+
+
+def test_a_findings_figure_writes_the_verdict_after_holm_where_it_differs():
+    from blocklab.analysis.finding_plots import verdict_words
+
+    assert verdict_words({"verdict": "holds", "p_holm": 0.2, "verdict_holm": "inconclusive"}) == \
+        "holds; after Holm inconclusive"
+    assert verdict_words({"verdict": "holds", "p_holm": 0.001, "verdict_holm": "holds"}) == "holds"
+    assert verdict_words({"verdict": "fails", "known_to_fail": True, "p_holm": None, "verdict_holm": "fails"}) == \
+        "fails, known to fail"  # outside the family: nothing after it

@@ -75,6 +75,15 @@ def _axis_words(claim, verdict: dict) -> str:
     return f"left − right, 95% interval (claimed: {claim.op} 0)"
 
 
+def verdict_words(verdict: dict) -> str:
+    """A finding's verdict as its figure writes it: its own, marked where known to fail, and where Holm's
+    correction across the family changes it, the verdict after it (blocklab.analysis.claims.family)."""
+    marked = ", known to fail" if verdict.get("known_to_fail") else ""
+    family = verdict.get("verdict_holm")
+    after = f"; after Holm {family}" if verdict.get("p_holm") is not None and family != verdict["verdict"] else ""
+    return f"{verdict['verdict']}{marked}{after}"
+
+
 def _saved(fig, title: str, path: Path) -> Path:
     """A findings figure titled with `title`'s lines, each wrapped to the figure's width, saved to `path`."""
     fig.suptitle("\n".join(textwrap.fill(line, 120) for line in title.split("\n")), fontsize=10)
@@ -114,8 +123,7 @@ def findings_figure(claims: list, verdicts: dict, title: str, path: Path) -> Pat
         ax.set_ylim(-0.7, len(rows_) - 0.3)
         ax.set_yticks(range(len(rows_)), [label for label, _ in rows_], fontsize=7)
         ax.invert_yaxis()
-        marked = " (known to fail)" if verdict.get("known_to_fail") else ""
-        ax.set_title(textwrap.fill(f"{claim.id.split('.', 1)[1]}: {verdict['verdict']}{marked}", 44),
+        ax.set_title(textwrap.fill(f"{claim.id.split('.', 1)[1]}: {verdict_words(verdict)}", 44),
                      fontsize=8, color=colour)
         ax.set_xlabel(textwrap.fill(f"{_quantity(claim)}: {_axis_words(claim, verdict)}", 52), fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
@@ -161,8 +169,7 @@ def differences_figure(claims: list, verdicts: dict, labels: dict[str, str], nam
         ax.plot([(low + high) / 2], [y], "o", color=colour, ms=6)
         ax.annotate(f"{(low + high) / 2:+.3f}", ((low + high) / 2, y), textcoords="offset points", xytext=(0, 6),
                     ha="center", fontsize=7)
-        marked = ", known to fail" if verdict.get("known_to_fail") else ""
-        ax.annotate(f"{verdict['verdict']}{marked}", (1.01, y), xycoords=("axes fraction", "data"), fontsize=7,
+        ax.annotate(verdict_words(verdict), (1.01, y), xycoords=("axes fraction", "data"), fontsize=7,
                     color=colour, va="center")
         ends += [low, high]
     ax.axvline(0, color="0.2", lw=0.8)
@@ -175,5 +182,6 @@ def differences_figure(claims: list, verdicts: dict, labels: dict[str, str], nam
                                 f"mean and its 95% interval; 90% where an equivalence test's band is shaded. "
                                 f"Left of 0, B is lower", 110), fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
-    ax.set_title("green: holds; red: fails; grey: inconclusive (the verdict on the right)", fontsize=8)
+    ax.set_title("green: holds; red: fails; grey: inconclusive (the verdict on the right, and after Holm's correction "
+                 "across every finding where that differs)", fontsize=8)
     return _saved(fig, title, path)
