@@ -10,6 +10,7 @@ import click
 
 from blocklab.analysis import map_plots, plots
 from blocklab.analysis.claims import load_claims, verdicts_markdown
+from blocklab.analysis.finding_plots import drawn_in
 from blocklab.analysis.maps import map_section
 from blocklab.analysis.reference import load_reference
 from blocklab.analysis.summary import summary_markdown
@@ -49,7 +50,8 @@ def main(records_dir: Path, reports_dir: Path, params_file: str, reference_file:
     samples = json.loads((reports_dir / "samples.json").read_text())
     summary = summary_markdown(table, metrics, reference, figures, gradients,
                                str(gradient_figure.relative_to(reports_dir)),
-                               verdicts_markdown(claims, verdicts), samples, maps)
+                               verdicts_markdown(claims, verdicts, drawn_in(table, claims, verdicts)), samples,
+                               maps)
     (reports_dir / "summary.md").write_text(summary)
     drawn = sum(map(len, figures.values())) + sum(map(len, map_figures.values())) + 1
     click.echo(f"{drawn} figures -> {reports_dir / 'figures'}; "

@@ -141,3 +141,14 @@ def test_a_findings_figure_writes_the_verdict_after_holm_where_it_differs():
     assert verdict_words({"verdict": "holds", "p_holm": 0.001, "verdict_holm": "holds"}) == "holds"
     assert verdict_words({"verdict": "fails", "known_to_fail": True, "p_holm": None, "verdict_holm": "fails"}) == \
         "fails, known to fail"  # outside the family: nothing after it
+
+
+def test_each_finding_names_the_findings_figure_that_draws_it():
+    from blocklab.analysis.finding_plots import figure_of
+
+    figures = {"m": ("heatmap", "findings"), "other": ("findings",)}
+    named = {c.id: figure_of(c, VERDICTS[c.id], figures, ablations={"other"}) for c in CLAIMS}
+    assert named == {"m.lower": "m_findings.png", "m.grows": "m_findings.png", "m.same": "m_findings.png",
+                     "m.counts": None,  # no interval: no panel
+                     "other.lower": "other_findings.png"}  # an ablation's: a row of its differences figure
+    assert figure_of(CLAIMS[0], VERDICTS["m.lower"], {"m": ("heatmap",)}, set()) is None  # no findings figure

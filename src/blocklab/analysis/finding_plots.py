@@ -185,3 +185,28 @@ def differences_figure(claims: list, verdicts: dict, labels: dict[str, str], nam
     ax.set_title("green: holds; red: fails; grey: inconclusive (the verdict on the right, and after Holm's correction "
                  "across every finding where that differs)", fontsize=8)
     return _saved(fig, title, path)
+
+
+FINDINGS_KIND = "findings"  # the figure kind that draws each finding's own quantity with its interval
+
+
+def figure_of(claim, verdict: dict, figures: dict[str, tuple[str, ...]], ablations: set[str]) -> str | None:
+    """The findings figure that draws `claim` (its file name in reports/figures), if any: the first ablation or map
+    it reads whose figure kinds (`figures`, by name) hold `findings` and that draws it there, as `differences_figure`
+    (an ablation's, `ablations`) or `findings_figure` (a map's) would."""
+    for name, kinds in figures.items():
+        if FINDINGS_KIND not in kinds or not reads_map(claim, name):
+            continue
+        drawn = (_pair(claim, name) and verdict.get("interval") and _difference_of_two(claim)) if name in ablations \
+            else _rows(claim, verdict)
+        if drawn:
+            return f"{name}_{FINDINGS_KIND}.png"
+    return None
+
+
+def drawn_in(table, claims: list, verdicts: dict) -> dict[str, str]:
+    """{finding: the findings figure that draws it, as reports/summary.md links it (figures/<file>)}, over the
+    plan `table` (a RunTable: its ablations' and maps' figure kinds)."""
+    figures = {name: entry.figures for name, entry in {**table.ablations, **table.maps}.items()}
+    found = {c.id: figure_of(c, verdicts.get(c.id, {}), figures, set(table.ablations)) for c in claims}
+    return {cid: f"figures/{name}" for cid, name in found.items() if name}

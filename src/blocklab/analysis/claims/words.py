@@ -64,9 +64,10 @@ def marked_in_words(claims: list, verdicts: dict[str, dict]) -> tuple[list[str],
     return failing, holding
 
 
-def verdicts_markdown(claims: list, verdicts: dict[str, dict]) -> str:
+def verdicts_markdown(claims: list, verdicts: dict[str, dict], figures: dict[str, str] | None = None) -> str:
     """The verdicts as a section of reports/summary.md: those that fail or are inconclusive first, in
-    words, then every finding and every check."""
+    words, then every finding (with the figure that draws it, `figures` by id, a path relative to the summary)
+    and every check."""
     from tabulate import tabulate
 
     count = claims_count(verdicts)
@@ -94,14 +95,17 @@ def verdicts_markdown(claims: list, verdicts: dict[str, dict]) -> str:
         lines.append(f"Every finding in `{CLAIMS_FILE}` that applies to this corpus holds on this run.\n")
     words = {c.id: c.claim for c in claims}
     for kind, title in (("finding", "Every finding"), ("invariant", "Every invariant")):
+        finding = kind == "finding"
         rows = [(cid, v.get("verdict", "holds" if v["ok"] else "fails") if v["ok"] else
                  f"**{v.get('verdict', 'fails')}**", *([v["verdict_holm"] if v.get("p_holm") is not None else "–"]
-                                                       if kind == "finding" else []),
-                 v["measured"], v["expected"], "" if v.get("interval") is None else v["interval"], words.get(cid, ""))
+                                                       if finding else []),
+                 v["measured"], v["expected"], "" if v.get("interval") is None else v["interval"],
+                 *([f"[figure]({(figures or {})[cid]})" if cid in (figures or {}) else "–"] if finding else []),
+                 words.get(cid, ""))
                 for cid, v in verdicts.items() if v.get("kind", "finding") == kind]
         if rows:
-            headers = ["claim", "verdict", *(["after Holm"] if kind == "finding" else []), "measured", "expected",
-                       "interval", "in words"]
+            headers = ["claim", "verdict", *(["after Holm"] if finding else []), "measured", "expected",
+                       "interval", *(["drawn in"] if finding else []), "in words"]
             table = tabulate(rows, headers=headers, tablefmt="pipe")
             lines.append(f"<details><summary>{title}</summary>\n\n{table}\n\n</details>\n")
     return "\n".join(lines)
