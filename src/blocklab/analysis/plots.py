@@ -3,6 +3,7 @@ A map's figures: blocklab.analysis.map_plots."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import textwrap
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import matplotlib.ticker
 import pandas as pd
 
+from blocklab.analysis.claims import Evidence
 from blocklab.analysis.figure_files import plt, save_figure
 from blocklab.analysis.finding_plots import QUANTITY_WORDS, differences_figure
 from blocklab.analysis.intervals import half_width
@@ -93,11 +95,16 @@ def grad_norm_curves(curves: pd.DataFrame, title: str, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-# The field a call reads of a run when it names none (blocklab.analysis.claims: `loss`, `mean`, `seeds`, `std`
-# read the training loss; `at` the validation loss); a call whose field is not a loss is not a loss figure's.
-_DEFAULT_FIELDS = {"loss": "train_loss_last25", "mean": "train_loss_last25", "seeds": "train_loss_last25",
-                   "std": "train_loss_last25", "at": "val_loss"}
+# A claim's call that reads one field of an ablation's runs, the field (if named) in the rest of its arguments
 _CALL = re.compile(r'(?P<call>loss|mean|seeds|std|at)\("(?P<entry>[a-z_0-9]+)/[^"]*"(?P<rest>[^)]*)\)')
+
+
+def _field_read(call: str, named: list[str]) -> str:
+    """The field a claim's `call` reads: the one it names, else the expression's own default (`loss` is a run's
+    `metric`: blocklab.analysis.claims.Evidence)."""
+    if named:
+        return named[-1]
+    return inspect.signature(getattr(Evidence, "metric" if call == "loss" else call)).parameters["field"].default
 
 
 def findings_loss(claims: list, name: str, recorded: set[str]) -> str:
@@ -106,8 +113,7 @@ def findings_loss(claims: list, name: str, recorded: set[str]) -> str:
     read = []
     for claim in claims:
         for call in _CALL.finditer(claim.rule_text()) if claim.kind == "finding" else ():
-            named = re.findall(r'"([a-z_0-9]+)"', call["rest"])
-            field = named[-1] if named else _DEFAULT_FIELDS[call["call"]]
+            field = _field_read(call["call"], re.findall(r'"([a-z_0-9]+)"', call["rest"]))
             if call["entry"] == name and "loss" in field and field in recorded:
                 read.append(field)
     return max(dict.fromkeys(read), key=read.count) if read else "val_loss"
