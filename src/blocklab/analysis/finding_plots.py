@@ -144,13 +144,20 @@ def _difference_of_two(claim) -> bool:
     return True
 
 
+def _difference_row(claim, verdict: dict, name: str) -> list[str] | None:
+    """The two variants of ablation `name` (left, right) that `differences_figure` draws `claim` as a row of, if
+    it draws it: a finding over two of its variants whose verdict has an interval, one paired difference."""
+    if not reads_map(claim, name) or not verdict.get("interval") or not _difference_of_two(claim):
+        return None
+    return _pair(claim, name)
+
+
 def differences_figure(claims: list, verdicts: dict, labels: dict[str, str], name: str, title: str,
                        path: Path) -> Path | None:
     """Every finding that compares two variants of ablation `name`, paired by seed, as a row on one axis: "A → B",
     B's value minus A's (the finding's left minus its right) with its interval, coloured by its verdict; an
     equivalence test's band shaded on its row; zero, no change, a line. None when no finding compares two."""
-    rows = [(claim, pair) for claim in claims if reads_map(claim, name) and (pair := _pair(claim, name))
-            and verdicts.get(claim.id, {}).get("interval") and _difference_of_two(claim)]
+    rows = [(claim, pair) for claim in claims if (pair := _difference_row(claim, verdicts.get(claim.id, {}), name))]
     if not rows:
         return None
     quantities = list(dict.fromkeys(_quantity(claim) for claim, _ in rows))
@@ -197,8 +204,7 @@ def figure_of(claim, verdict: dict, figures: dict[str, tuple[str, ...]], ablatio
     for name, kinds in figures.items():
         if FINDINGS_KIND not in kinds or not reads_map(claim, name):
             continue
-        drawn = (_pair(claim, name) and verdict.get("interval") and _difference_of_two(claim)) if name in ablations \
-            else _rows(claim, verdict)
+        drawn = _difference_row(claim, verdict, name) if name in ablations else _rows(claim, verdict)
         if drawn:
             return f"{name}_{FINDINGS_KIND}.png"
     return None
