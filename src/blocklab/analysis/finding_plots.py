@@ -189,8 +189,8 @@ def differences_figure(claims: list, verdicts: dict, labels: dict[str, str], nam
                                 f"mean and its 95% interval; 90% where an equivalence test's band is shaded. "
                                 f"Left of 0, B is lower", 110), fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
-    ax.set_title("green: holds; red: fails; grey: inconclusive (the verdict on the right, and after Holm's correction "
-                 "across every finding where that differs)", fontsize=8)
+    ax.set_title("green: holds; red: fails; grey: inconclusive\n(the verdict on the right, and after Holm's "
+                 "correction across every finding where that differs)", fontsize=8)
     return _saved(fig, title, path)
 
 
