@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from blocklab.cli import main
@@ -162,7 +163,8 @@ def test_blocklab_params_lists_every_cell(tmp_path):
     lines = [line.split() for line in out.output.splitlines()]
     cells = [line for line in lines if line[0] == "stability"]
     assert len(cells) == 4 * 5 * 2
-    assert ["stability", "post", "lr0.01_w100", "0,1"] == cells[5][:4]
+    seeds = ",".join(str(seed) for seed in yaml.safe_load((ROOT / "params.yaml").read_text())["maps"]["stability"]["seeds"])
+    assert ["stability", "post", "lr0.01_w100", seeds] == cells[5][:4]
 
 
 # What a map measures, on made-up results.
