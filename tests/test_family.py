@@ -1,13 +1,16 @@
 """Family-wise verdicts (blocklab.analysis.claims.family): every finding's p-value agrees with its own verdict,
 Holm's adjusted p-values are Holm's, and a finding decided alone but not across the family reads inconclusive
-after the correction; the count and the words give both."""
+after the correction; the count and the words give both, and `check --strict` reads the corrected verdicts."""
 
+import json
 import random
 
 import pytest
+from click.testing import CliRunner
 
 from blocklab.analysis.claims import Compare, Evidence, Monotone, Within, check_claims, claims_count, count_in_words
 from blocklab.analysis.claims.family import FAMILY_ALPHA, corrected_for_the_family, holm_adjusted
+from blocklab.cli import main
 
 
 def test_holm_adjusted_p_values_are_holms_step_down():
@@ -67,3 +70,38 @@ def test_a_finding_decided_alone_but_not_across_the_family_is_inconclusive_after
     assert (count["findings_tested"], count["findings_hold"], count["findings_hold_holm"],
             count["findings_fail_holm"]) == (4, 3, 2, 0)
     assert count_in_words(count).endswith("; with Holm's correction of the 4 tested, 2 findings hold and 0 fail")
+
+
+def test_strict_reads_the_corrected_verdicts_a_finding_failing_only_alone_does_not_count(tmp_path):
+    def reports(against: list[float]) -> list[str]:
+        base = [2.20, 2.30, 2.10]
+        runs = {}
+        for name, differences in (("a", against), ("b", [-0.5, -0.52, -0.49]), ("c", [0.03, -0.04, 0.01])):
+            for seed, (x, d) in enumerate(zip(base, differences)):
+                runs[f"{name}/x/seed{seed}"] = {"val_loss": x}
+                runs[f"{name}/y/seed{seed}"] = {"val_loss": round(x + d, 6)}
+        (tmp_path / "metrics.json").write_text(json.dumps({"baselines": {}, "runs": runs}))
+        compare = "    kind: finding\n    rule: compare\n    left: mean(\"{0}/y\", \"val_loss\")\n    op: \"{1}\"\n" \
+                  "    right: mean(\"{0}/x\", \"val_loss\")\n"
+        (tmp_path / "claims.yaml").write_text(
+            "claims:\n  - id: a_higher\n    claim: y ends above x.\n" + compare.format("a", ">")
+            + "  - id: b_lower\n    claim: y ends below x.\n" + compare.format("b", "<")
+            + "  - id: c_lower\n    claim: y ends below x.\n" + compare.format("c", "<")
+            + "    known_to_fail: \"noise: y - x is 0.03, -0.04 and 0.01\"\n")
+        return [f"--metrics={tmp_path / 'metrics.json'}", f"--gradients={tmp_path / 'none.json'}",
+                f"--claims={tmp_path / 'claims.yaml'}", f"--out={tmp_path / 'claims.json'}"]
+
+    # y below x on every seed, t = 5.8 on 2 degrees of freedom: p = 0.029, decided alone; Holm's second smallest of
+    # three against 0.05 / 2: undecided for the family
+    alone = CliRunner().invoke(main, ["check", "--strict", *reports([-0.05, -0.065, -0.035])])
+    verdict = json.loads((tmp_path / "claims.json").read_text())["a_higher"]
+    assert (verdict["verdict"], verdict["verdict_holm"]) == ("fails", "inconclusive")
+    assert alone.exit_code == 0, alone.output
+    assert alone.output.startswith("1 findings fail on their own, not after Holm's correction (--strict does not "
+                                   "count them):\n  - [fails alone; p 0.0287")
+    assert "a_higher" not in alone.output.split("claims marked known_to_fail")[1].split("\n\n")[0]
+    # far below on every seed: it fails after the correction too, and --strict counts it
+    decided = CliRunner().invoke(main, ["check", "--strict", *reports([-0.3, -0.31, -0.29])])
+    assert json.loads((tmp_path / "claims.json").read_text())["a_higher"]["verdict_holm"] == "fails"
+    assert decided.exit_code == 1
+    assert decided.output.startswith("1 claims fail or are inconclusive:\n  - [fails] a_higher: ")

@@ -1,6 +1,7 @@
 """A map's findings figure (blocklab.analysis.finding_plots): a panel per finding that reads the map's cells, its
-own quantity with its interval, coloured by its verdict; the findings of other maps and those without an interval
-left out."""
+own quantity with its interval (or, decided value by value, its values against their bound), coloured by its
+verdict; the findings of other maps left out. An ablation's: a row per paired difference of two variants, its other
+findings as panels below."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def test_the_figure_draws_a_panel_per_finding_with_an_interval_in_its_verdicts_c
     assert present(VERDICT_COLOURS["inconclusive"])
 
 
-def test_no_figure_when_no_finding_has_an_interval(tmp_path):
+def test_no_figure_when_no_finding_has_an_interval_or_a_bound(tmp_path):
     assert findings_figure([CLAIMS[3]], VERDICTS, "m", tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
 
@@ -103,34 +104,73 @@ ABLATION_VERDICTS = {"a.rung": {"verdict": "holds", "interval": [-0.04, -0.02]},
                      "other.rung": {"verdict": "fails", "interval": [0.1, 0.2]}}
 
 
+def kept_figures(monkeypatch) -> list:
+    """The figures finding_plots saves, to read what was drawn on them."""
+    from blocklab.analysis import finding_plots
+
+    kept, original = [], finding_plots.save_figure
+
+    def keeping(fig, path, **kwargs):
+        kept.append(fig)
+        return original(fig, path, **kwargs)
+
+    monkeypatch.setattr(finding_plots, "save_figure", keeping)
+    return kept
+
+
 def test_an_ablations_findings_are_rows_of_paired_differences_on_one_axis(tmp_path, monkeypatch):
     """A row per finding that compares two of the ablation's variants, "A → B" in their labels, B − A with its
-    interval in its verdict's colour; a finding of another ablation, or of one variant against a number, no row."""
+    interval in its verdict's colour; a finding of one variant against a number, a panel below the rows; a
+    finding of another ablation, neither."""
     from blocklab.analysis.finding_plots import _pair, differences_figure
-    from blocklab.analysis.figure_files import plt
 
     assert [_pair(c, "a") for c in ABLATION_CLAIMS[:3]] == [["second", "first"], ["second", "without"], None]
-    drawn = []
-    original = plt.subplots
-
-    def keeping(*args, **kwargs):
-        fig, ax = original(*args, **kwargs)
-        drawn.append(ax)
-        return fig, ax
-
-    monkeypatch.setattr(plt, "subplots", keeping)  # the axes, to read what was drawn on them
+    kept = kept_figures(monkeypatch)
     path = differences_figure(ABLATION_CLAIMS, ABLATION_VERDICTS,
                               {"first": "the first", "second": "+ the second", "without": "no third"}, "a",
                               "a: findings", tmp_path / "a_findings.png")
     assert path == tmp_path / "a_findings.png"
-    ax = drawn[0]
+    ax, *panels = [a for a in kept[0].axes if a.get_visible()]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["the first → + the second", "no third → + the second"]
     low, high = ax.get_xlim()
     assert low < -0.04 and high > 0.03 and low < -0.02 < 0.02 < high  # every interval, zero and the band
+    assert [p.get_title().split(":")[0] for p in panels] == ["bound"]  # a.bound, below the rows
     pixels = matplotlib.image.imread(path)[..., :3].reshape(-1, 3)
     for verdict in ("holds", "inconclusive"):
         assert (abs(pixels - matplotlib.colors.to_rgb(VERDICT_COLOURS[verdict])).max(axis=1) < 0.02).sum() > 50
     assert differences_figure(ABLATION_CLAIMS, ABLATION_VERDICTS, {}, "none", "t", tmp_path / "x.png") is None
+
+
+def test_an_equivalence_of_one_variant_against_another_is_a_row_of_their_difference(tmp_path, monkeypatch):
+    """`within` of one variant's mean against another's: value − expected is their paired difference, a row."""
+    from blocklab.analysis.finding_plots import differences_figure
+
+    same = Within(id="a.twins", claim="words", kind="finding", rule="within", value='mean("a/second", "val_loss")',
+                  expected='mean("a/first", "val_loss")', tolerance=0.02)
+    kept = kept_figures(monkeypatch)
+    differences_figure([same], {"a.twins": {"verdict": "holds", "interval": [-0.01, 0.012]}}, {}, "a", "t",
+                       tmp_path / "a.png")
+    (ax,) = [a for a in kept[0].axes if a.get_visible()]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["first → second"]
+
+
+def test_a_finding_decided_value_by_value_is_drawn_against_its_bound(tmp_path, monkeypatch):
+    """No interval (each seed held to a bound, or one run to a band): its values as points, the bound or band on
+    the axis; a relative band or a list it is held to is not drawn."""
+    kept = kept_figures(monkeypatch)
+    every = compare("m.below", 'seeds("m/a/l6", "attn_logit_max")', "100")
+    band = Within(id="m.near", claim="words", kind="finding", rule="within", value='loss("m/a/l6/seed0")',
+                  expected='published("t", "x")', tolerance=0.01)
+    verdicts = {"m.below": {"verdict": "holds", "measured": [18.0, 15.3, 8.5], "expected": "< 100"},
+                "m.near": {"verdict": "fails", "measured": 3.3412, "expected": "3.321 ± 0.01"}}
+    path = findings_figure([every, band], verdicts, "m", tmp_path / "m.png")
+    first, second = [a for a in kept[0].axes if a.get_visible()]
+    assert list(first.lines[0].get_xdata()) == [18.0, 15.3, 8.5] and first.get_xlim()[1] > 100
+    low, high = second.get_xlim()
+    assert low < 3.311 and 3.3412 < high
+    assert path is not None
+    relative = {"m.below": {"verdict": "holds", "measured": [18.0], "expected": "100 ± 10%"}}
+    assert findings_figure([every], relative, "m", tmp_path / "none.png") is None
 
 
 def test_a_findings_figure_writes_the_verdict_after_holm_where_it_differs():
@@ -147,8 +187,10 @@ def test_each_finding_names_the_findings_figure_that_draws_it():
     from blocklab.analysis.finding_plots import figure_of
 
     figures = {"m": ("heatmap", "findings"), "other": ("findings",)}
-    named = {c.id: figure_of(c, VERDICTS[c.id], figures, ablations={"other"}) for c in CLAIMS}
+    named = {c.id: figure_of(c, VERDICTS[c.id], figures) for c in CLAIMS}
     assert named == {"m.lower": "m_findings.png", "m.grows": "m_findings.png", "m.same": "m_findings.png",
-                     "m.counts": None,  # no interval: no panel
-                     "other.lower": "other_findings.png"}  # an ablation's: a row of its differences figure
-    assert figure_of(CLAIMS[0], VERDICTS["m.lower"], {"m": ("heatmap",)}, set()) is None  # no findings figure
+                     "m.counts": None,  # no interval, nothing it is held to: no panel
+                     "other.lower": "other_findings.png"}
+    assert figure_of(CLAIMS[0], VERDICTS["m.lower"], {"m": ("heatmap",)}) is None  # no findings figure
+    counted = {"verdict": "holds", "measured": 17, "expected": "> 0"}
+    assert figure_of(CLAIMS[3], counted, figures) == "m_findings.png"  # a count against its bound: a panel

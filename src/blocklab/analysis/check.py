@@ -17,8 +17,8 @@ from typing import Callable
 import click
 
 from blocklab.analysis.claims import (
-    NOT_RUN, MissingResult, Evidence, check_claims, claims_count, count_in_words, failing_in_words, load_claims,
-    marked_in_words,
+    NOT_RUN, MissingResult, Evidence, check_claims, claims_count, count_in_words, decided_alone_in_words,
+    failing_in_words, holding_alone, load_claims, marked_in_words,
 )
 from blocklab.analysis.maps import lr_groups
 from blocklab.analysis.reference import load_reference
@@ -84,7 +84,8 @@ class Checked:
 
     @property
     def failing(self) -> list[str]:
-        """The claims that ran and fail or are inconclusive, unmarked, in words."""
+        """The unmarked claims that ran and that `--strict` counts against the defaults (a finding Holm's
+        correction tests: fails after it, or is inconclusive even on its own), in words."""
         return failing_in_words(self.claims, self.verdicts)
 
 
@@ -129,8 +130,11 @@ def show(checked: Checked, echo: Callable[..., None] = click.secho, not_run_deta
     how many); the count."""
     failing = checked.failing
     known, now_hold = marked_in_words(checked.claims, checked.verdicts)
+    alone = decided_alone_in_words(checked.claims, checked.verdicts)
     for lines, heading, colour in (
             (failing, f"{len(failing)} claims fail or are inconclusive:", "red"),
+            (alone, f"{len(alone)} findings fail on their own, not after Holm's correction (--strict does not count "
+                    f"them):", "yellow"),
             (known, f"{len(known)} claims marked known_to_fail do not hold, as expected:", "yellow"),
             (now_hold, f"{len(now_hold)} claims marked known_to_fail now hold (remove the mark?):", "yellow")):
         if lines:
@@ -138,6 +142,9 @@ def show(checked: Checked, echo: Callable[..., None] = click.secho, not_run_deta
             for line in lines:
                 echo(f"  - {line}")
             echo()
+    if held := holding_alone(checked.verdicts):
+        echo(f"{held} findings hold on their own and are inconclusive after Holm's correction (the 'after Holm' "
+             f"column): more seeds would decide them for the family; --strict does not count them.\n", fg="yellow")
     if decide := checked.to_decide:
         echo(f"{sum(map(len, decide.values()))} inconclusive findings would be decided by more seeds (at the paired "
              f"spread and effect measured); what trains them:", fg="yellow", bold=True)

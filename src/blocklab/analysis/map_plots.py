@@ -409,7 +409,8 @@ def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, su
                                           "each evaluation while the model trains (Sun et al. 2025)"), path),
         "findings": lambda path: findings_figure(
             [c for c in claims if reads_map(c, name)], verdicts,
-            heading("each finding's own quantity with its interval; zero, or an equivalence test's band, marked"), path),
+            heading("each finding's own quantity with its interval, or its values against their bound; zero, "
+                    "or an equivalence test's band, marked"), path),
     }
     drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in table.maps[name].figures}
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items() if path is not None}

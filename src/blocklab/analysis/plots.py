@@ -375,7 +375,8 @@ def ablation_figures(name: str, ablation: PlanEntry, setting: str, curves: pd.Da
                                  out_dir / f"{name}_ladder.png"),
         "findings": lambda: differences_figure(
             claims or [], verdicts or {}, dict(zip(runs["variant"], runs["label"])), name,
-            heading("each finding's paired difference, with its interval"), out_dir / f"{name}_findings.png"),
+            heading("each finding's paired difference or own quantity with its interval, or its values against "
+                    "their bound"), out_dir / f"{name}_findings.png"),
     }
     for kind in ablation.figures:
         if (drawn := extras[kind]()) is not None:  # a findings figure with no finding to draw is not drawn

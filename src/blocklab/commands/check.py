@@ -30,8 +30,9 @@ from blocklab.schedule.train_stages import RECORDS_DIR
               help="Where to write how many findings and invariants hold, a DVC metric  "
                    "[default: claims_count.json beside --out]")
 @click.option("--strict", is_flag=True,
-              help="Exit 1 when a claim that ran, not marked known_to_fail, fails or is inconclusive (CI checks the "
-                   "defaults this way).")
+              help="Exit 1 when a claim that ran, not marked known_to_fail, fails or is inconclusive, a finding "
+                   "read after Holm's correction: it fails after it, or is inconclusive even on its own (CI checks "
+                   "the defaults this way).")
 @click.pass_context
 def check(ctx: click.Context, claims_file: str, metrics_file: str, gradients_file: str, runs_dir: str,
           old_runs_dir: str | None, reference_file: str, params_file: str, out: str, count_out: str | None,
@@ -52,8 +53,11 @@ def check(ctx: click.Context, claims_file: str, metrics_file: str, gradients_fil
     A claim that fails is a finding, not a broken pipeline: it is listed first, in words, and the
     command exits 0 unless --strict. A claim marked `known_to_fail` (it does not reproduce here, and
     the mark says why) is listed apart and never fails --strict; one that holds again is reported.
+    --strict reads the verdicts after Holm's correction across every finding a test decides: a finding that
+    fails after it counts against the defaults; one decided on its own but not after it does not (among so many
+    tests, one decided by chance is what the correction holds at 5%); one inconclusive even on its own counts.
     Exit status: 0 the verdicts are recorded; 1 with --strict, an unmarked claim that ran fails or is
-    inconclusive; 2 the claims file is malformed or names a run params.yaml does not plan (the pipeline
+    inconclusive so; 2 the claims file is malformed or names a run params.yaml does not plan (the pipeline
     is broken, which says nothing about the findings)."""
     from blocklab.analysis.check import BrokenPipeline, check_reports, recorded, show
     from blocklab.json_files import write_json

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Literal
 
 # An ablation's extra figures; findings - every finding that compares two of its variants paired by seed, a row on
-# one axis with its interval (blocklab.analysis.finding_plots.differences_figure).
+# one axis with its interval, and each of its other findings a panel below, its own quantity with its interval or
+# its values against their bound (blocklab.analysis.finding_plots.differences_figure).
 FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference", "findings"]
 
 # A map's figures: heatmap - final loss per cell, a panel per variant; lr - final loss against the learning rate, a
@@ -16,6 +17,6 @@ FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference
 # number of blocks, a panel per learning rate, a line per variant; layers - the residual stream's RMS after each
 # block, a panel per cell, a line per variant; stream_over_training - the slope of ln RMS over the blocks at each
 # evaluation step, a panel per cell, a line per variant; findings - each finding that reads the map's cells, its own quantity
-# with its interval (blocklab.analysis.finding_plots).
+# with its interval, or its values against their bound (blocklab.analysis.finding_plots).
 MapFigureKind = Literal["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits", "depth", "layers",
                         "stream_over_training", "findings"]

@@ -47,12 +47,14 @@ and a claim over a null quantity fails, naming it.
 from blocklab.analysis.claims.expressions import value_of
 from blocklab.analysis.claims.evidence import LOSS, NOT_RUN, MissingResult, NotComparable, NotRunYet, Evidence
 from blocklab.analysis.claims.rules import (
-    CLAIMS_FILE, EQUIVALENCE_CONFIDENCE, Compare, Exact, Monotone, Spread, Verdict, Within, check_claims, claims_count,
-    load_claims,
+    CLAIMS_FILE, EQUIVALENCE_CONFIDENCE, Compare, Exact, Monotone, Spread, Verdict, Within, bound_of, check_claims,
+    claims_count, load_claims,
 )
-from blocklab.analysis.claims.words import count_in_words, failing_in_words, marked_in_words, verdicts_markdown
+from blocklab.analysis.claims.words import (
+    count_in_words, decided_alone_in_words, failing_in_words, holding_alone, marked_in_words, verdicts_markdown,
+)
 
 __all__ = ["CLAIMS_FILE", "EQUIVALENCE_CONFIDENCE", "LOSS", "NOT_RUN", "Compare", "Exact", "MissingResult", "Monotone",
-           "NotComparable", "NotRunYet", "Evidence", "Spread", "Verdict", "Within", "check_claims", "claims_count",
-           "count_in_words", "failing_in_words", "load_claims", "marked_in_words", "value_of",
+           "NotComparable", "NotRunYet", "Evidence", "Spread", "Verdict", "Within", "bound_of", "check_claims", "claims_count",
+           "count_in_words", "decided_alone_in_words", "failing_in_words", "holding_alone", "load_claims", "marked_in_words", "value_of",
            "verdicts_markdown"]

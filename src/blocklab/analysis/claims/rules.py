@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -137,6 +138,21 @@ class _Claim(BaseModel):
                 _said.append(kind)
             return "invariant"
         return kind
+
+
+_BOUND = re.compile(r"^(?P<op><=|>=|<|>) (?P<bound>-?[0-9.e+-]+)$")
+_BAND = re.compile(r"^(?P<centre>-?[0-9.e+-]+) ± (?P<tolerance>[0-9.e+-]+)$")
+
+
+def bound_of(expected: str) -> tuple[str, float] | tuple[float, float] | None:
+    """What a verdict's `expected` (as Within and Compare write it) asks of each value, where it is a number:
+    (op, bound) of "< 2.8"; (centre, tolerance) of an absolute "3.3 ± 0.05"; None otherwise (a relative band, a
+    list, a trend, a value not recorded)."""
+    if (found := _BOUND.match(str(expected))):
+        return found["op"], float(found["bound"])
+    if (found := _BAND.match(str(expected))):
+        return float(found["centre"]), float(found["tolerance"])
+    return None
 
 
 class Within(_Claim):

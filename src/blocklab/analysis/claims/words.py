@@ -38,14 +38,41 @@ def _undecided(verdict: dict) -> bool:
     return verdict.get("verdict", "holds" if verdict["ok"] else "fails") in ("fails", "inconclusive")
 
 
+def against_the_defaults(verdict: dict) -> bool:
+    """What `check --strict` counts against the defaults, on the corrected verdicts: a finding in Holm's family
+    (family.py) that fails after the correction, or that is inconclusive even on its own; any other claim that
+    fails or is inconclusive. A finding decided on its own but not after the correction is not evidence against
+    it (nor for it): the chance that one of the family's many tests decides by chance is what the correction
+    holds at 5%."""
+    if verdict.get("p_holm") is not None:
+        return verdict["verdict_holm"] == "fails" or verdict["verdict"] == "inconclusive"
+    return _undecided(verdict)
+
+
 def failing_in_words(claims: list, verdicts: dict[str, dict]) -> list[str]:
-    """One line per claim that fails or is inconclusive and is not marked `known_to_fail`: what it says,
-    what was measured, what was expected, with its interval. `verdicts` may be read back from
-    reports/claims.json; the words come from `claims`."""
+    """One line per claim `check --strict` counts against the defaults (against_the_defaults) that is not marked
+    `known_to_fail`: what it says, what was measured, what was expected, with its interval. `verdicts` may be
+    read back from reports/claims.json; the words come from `claims`."""
     words = {c.id: c.claim for c in claims}
     marked = {c.id for c in claims if c.known_to_fail}
     return [f"[{v.get('verdict', 'fails')}] {_in_words(cid, words, v)}" for cid, v in verdicts.items()
-            if _undecided(v) and cid not in marked]
+            if against_the_defaults(v) and cid not in marked]
+
+
+def decided_alone_in_words(claims: list, verdicts: dict[str, dict]) -> list[str]:
+    """One line per finding, not marked `known_to_fail`, that fails on its own but is inconclusive after Holm's
+    correction: `check --strict` does not count it (against_the_defaults), and says so."""
+    words = {c.id: c.claim for c in claims}
+    marked = {c.id for c in claims if c.known_to_fail}
+    return [f"[fails alone; p {v['p_value']}, after Holm {v['p_holm']}] {_in_words(cid, words, v)}"
+            for cid, v in verdicts.items() if cid not in marked and v.get("p_holm") is not None
+            and v["verdict"] == "fails" and v["verdict_holm"] != "fails"]
+
+
+def holding_alone(verdicts: dict[str, dict]) -> int:
+    """How many findings hold on their own and are inconclusive after Holm's correction."""
+    return sum(v.get("p_holm") is not None and v["verdict"] == "holds" and v["verdict_holm"] != "holds"
+               for v in verdicts.values())
 
 
 def marked_in_words(claims: list, verdicts: dict[str, dict]) -> tuple[list[str], list[str]]:
@@ -81,6 +108,9 @@ def verdicts_markdown(claims: list, verdicts: dict[str, dict], figures: dict[str
              "at 5%. A *check* is deterministic arithmetic or an untrained probe.\n"]
     if failing:
         lines += [f"**Fail or are inconclusive ({len(failing)}):**\n", *(f"- {line}" for line in failing), ""]
+    if alone := decided_alone_in_words(claims, verdicts):
+        lines += [f"**Fail on their own, not after Holm's correction ({len(alone)}):**\n",
+                  *(f"- {line}" for line in alone), ""]
     if known:
         lines += [f"**Known not to reproduce here ({len(known)}), marked `known_to_fail` in `{CLAIMS_FILE}`:**\n",
                   *(f"- {line}" for line in known), ""]
