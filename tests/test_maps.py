@@ -5,12 +5,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from blocklab.cli import main
 from blocklab.params.problems import ParamsError
-from blocklab.params.schema import parse_params
+from blocklab.params.schema import load_params, parse_params
 from blocklab.analysis.run_table import RunTable
 from blocklab.analysis.maps import (
     cell_table, group_name, group_words, lr_groups, lr_sensitivity, map_runs_frame, map_summary, seed_max_trainable_lr,
@@ -163,7 +162,7 @@ def test_blocklab_params_lists_every_cell(tmp_path):
     lines = [line.split() for line in out.output.splitlines()]
     cells = [line for line in lines if line[0] == "stability"]
     assert len(cells) == 4 * 5 * 2
-    seeds = ",".join(str(seed) for seed in yaml.safe_load((ROOT / "params.yaml").read_text())["maps"]["stability"]["seeds"])
+    seeds = ",".join(str(seed) for seed in load_params(ROOT / "params.yaml").maps["stability"].seeds)
     assert ["stability", "post", "lr0.01_w100", seeds] == cells[5][:4]
 
 
