@@ -1,6 +1,8 @@
-"""A map's findings as a figure: one panel per finding, its own quantity (the paired difference its rule decides,
-or the value an equivalence test bands) with its interval, on an axis that holds zero (or the band), coloured by
-its verdict. What a reader checks a finding's words against (issue 65 item 4; Cumming's "estimation" plots)."""
+"""Findings as figures, what a reader checks a finding's words against (Cumming's "estimation" plots). A map's: one
+panel per finding, its own quantity (the paired difference its rule decides, or the value an equivalence test bands)
+with its interval, on an axis that holds zero (or the band), coloured by its verdict; a finding decided value by
+value, its values against their bound. An ablation's: a row per paired difference of two variants on one axis, its
+other findings as panels below."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import re
 import textwrap
 from pathlib import Path
 
+from blocklab.analysis.claims import bound_of
 from blocklab.analysis.figure_files import plt, save_figure
 
 COLUMNS = 3  # of a findings figure's panels
@@ -95,8 +98,6 @@ def _saved(fig, title: str, path: Path) -> Path:
 def _values(verdict: dict) -> list[float]:
     """The values a finding decided without an interval measured (each seed's, or one run's or count's), and
     none when its verdict has an interval or `expected` sets no number to read them against (claims.bound_of)."""
-    from blocklab.analysis.claims import bound_of
-
     if verdict.get("interval") or bound_of(verdict.get("expected", "")) is None:
         return []
     measured = verdict.get("measured")
@@ -129,8 +130,6 @@ def _interval_panel(ax, claim, verdict: dict, colour) -> list[float]:
 def _values_panel(ax, claim, verdict: dict, colour) -> list[float]:
     """Each value a finding decided value by value, as a point on one row, against what it is held to, shaded:
     the side of its bound (a line) or its band."""
-    from blocklab.analysis.claims import bound_of
-
     values = _values(verdict)
     first, second = bound_of(verdict["expected"])
     each = "each " if len(values) > 1 else ""
@@ -138,8 +137,8 @@ def _values_panel(ax, claim, verdict: dict, colour) -> list[float]:
     if isinstance(first, str):  # (op, bound): its side shaded as far as the axis reaches
         ends = [*values, second]
         reach = (max(ends) - min(ends) or 1.0) * 2
-        ax.axvspan(second - reach, second, color="0.9", zorder=0) if first.startswith("<") else \
-            ax.axvspan(second, second + reach, color="0.9", zorder=0)
+        ax.axvspan(*((second - reach, second) if first.startswith("<") else (second, second + reach)), color="0.9",
+                   zorder=0)
         ax.axvline(second, color="0.2", lw=0.8)
         words = f"claimed: {each}{first} {second:g}"
     else:  # (centre, tolerance)
