@@ -12,6 +12,7 @@ from blocklab.analysis import map_plots, plots
 from blocklab.analysis.claims import load_claims, verdicts_markdown
 from blocklab.analysis.finding_plots import drawn_in
 from blocklab.analysis.maps import map_section
+from blocklab.analysis.trend_plots import trend_table
 from blocklab.analysis.reference import load_reference
 from blocklab.analysis.summary import summary_markdown
 from blocklab.analysis.run_table import read_run_table
@@ -46,7 +47,10 @@ def main(records_dir: Path, reports_dir: Path, params_file: str, reference_file:
         map_figures = {name: map_plots.map_outputs(table, name, metrics, reports_dir, map_summary, claims, verdicts)
                        for name in table.maps}
         figures = {name: future.result() for name, future in drawing.items()}
-    maps = [map_section(table, name, map_summary, map_figures[name]) for name in table.maps]
+    labels = {n: e.labels for n, e in table.maps.items()}
+    maps = [map_section(table, name, map_summary, map_figures[name],
+                        trend_table(claims, verdicts, labels) if "trend" in table.maps[name].figures else "")
+            for name in table.maps]
     samples = json.loads((reports_dir / "samples.json").read_text())
     summary = summary_markdown(table, metrics, reference, figures, gradients,
                                str(gradient_figure.relative_to(reports_dir)),

@@ -56,6 +56,14 @@ claims:
     left: mean("placement/pre")
     op: "<"
     right: baseline("unigram")
+  - id: post_norm_deficit_trend
+    claim: Post-norm's deficit to pre-norm grows with the width (the scale map's two tiny widths).
+    kind: finding
+    rule: trend
+    map: scale
+    left: post
+    right: pre
+    expect: grows
 """
 
 
@@ -161,7 +169,7 @@ def copy_project(dest: Path, corpus: Path) -> Project:
 def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> dict:
     """The default plan, made tiny: the small corpus, a few steps, at most `variants` variants and
     two seeds per ablation, shallow stacks for the gradient analysis; a map over learning rate and warmup
-    (or, if it maps depth, over 1 and 2 blocks)."""
+    (or, if it maps depth, over 1 and 2 blocks; if width alone, the scale map, over widths 8 and 16)."""
     params["data"]["sha256"] = sha256_of(corpus)
     params["defaults"]["train"].update(eval_interval=5, eval_windows=16, batch_size=8)
     params["defaults"]["model"].update(context=16)
@@ -188,6 +196,8 @@ def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> di
         plan["model"].pop("n_layers", None)
         if "n_layers" in plan["axes"].get("model", {}):  # a map over depth keeps it: 1 and 2 blocks
             plan["axes"] = {"model": {"n_layers": [1, 2]}, "train": {"lr": [0.001, 0.01]}}
+        elif "d_model" in plan["axes"].get("model", {}) and "lr" not in plan["axes"].get("train", {}):
+            plan["axes"] = {"model": {"d_model": [8, 16]}}  # a size axis (its variants set their rates): two widths
         else:
             plan["axes"] = {"train": {"lr": [0.001, 0.01], "warmup": [0, 5]}}
     params["defaults"]["model"]["n_layers"] = 1

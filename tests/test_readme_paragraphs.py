@@ -57,7 +57,8 @@ def test_the_readme_shows_each_paragraph_as_blocklab_docs_writes_it():
 
 @pytest.mark.parametrize("paragraph, name, least", [("placements-map", "placements", 10),
                                                      ("lr-frontier", "lr_frontier", 4),
-                                                     ("modern-ladder", "modern_ladder", 12)])
+                                                     ("modern-ladder", "modern_ladder", 12),
+                                                     ("scale-trend", "scale", 4)])
 def test_a_paragraph_says_every_verdict_its_figure_draws(paragraph, name, least):
     """The findings figure beside a map's or an ablation's paragraph draws each finding over its runs with its
     interval: the paragraph reads every one of those verdicts (flipping any changes its words), so it cannot say

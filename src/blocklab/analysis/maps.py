@@ -240,9 +240,10 @@ def write_tables(table: RunTable, metrics: dict, out_dir: Path) -> dict[str, pd.
     return tables
 
 
-def map_section(table: RunTable, name: str, summary: dict[str, dict], figures: dict[str, str]) -> str:
+def map_section(table: RunTable, name: str, summary: dict[str, dict], figures: dict[str, str], extra: str = "") -> str:
     """reports/summary.md's section of map `name`: what it is, each variant's LR sensitivity, best learning
-    rate and trainable range per group (reports/maps.json), and its figures."""
+    rate and trainable range per group (reports/maps.json) where it has a learning-rate axis, `extra` (markdown: the
+    trend table), and its figures."""
     plan = table.maps[name]
     axes = ", ".join(f"{section}.{field} {', '.join(map(str, values))}" for section, field, values in plan.axes)
     words = {group_name(spec): group_words(spec, plan.axes) for spec in plan.specs}
@@ -263,8 +264,10 @@ def map_section(table: RunTable, name: str, summary: dict[str, dict], figures: d
              "| each seed's largest lr that trains |\n"
              "|---|---|---|---|---|---|\n" + "\n".join(rows)) if rows else ""
     images = "\n\n".join(f"![{name} {kind}]({path})" for kind, path in figures.items())
+    sensitivity = ("LR sensitivity (Wortsman et al. 2023) is the mean over the grid's learning rates of min(final loss, "
+                   "loss at initialisation) minus the best final loss, per seed (a diverged run counts as its loss at "
+                   "initialisation); ± is the half-width of its 95% interval over the seeds." if rows else "")
+    blocks = "\n\n".join(b for b in (table, extra, images) if b)
     return (f"## Map: {name}\n\n{plan.description}\n\nAxes: {axes}; seeds {', '.join(map(str, plan.seeds))}; "
-            f"{len(plan.specs)} cells, {len(plan.specs) * len(plan.seeds)} runs. "
-            f"LR sensitivity (Wortsman et al. 2023) is the mean over the grid's learning rates of min(final loss, "
-            f"loss at initialisation) minus the best final loss, per seed (a diverged run counts as its loss at "
-            f"initialisation); ± is the half-width of its 95% interval over the seeds.\n\n{table}\n\n{images}\n")
+            f"{len(plan.specs)} cells, {len(plan.specs) * len(plan.seeds)} runs. {sensitivity}".rstrip()
+            + f"\n\n{blocks}\n")

@@ -17,6 +17,8 @@ FigureKind = Literal["depth", "train_val", "param_shares", "ladder", "difference
 # number of blocks, a panel per learning rate, a line per variant; layers - the residual stream's RMS after each
 # block, a panel per cell, a line per variant; stream_over_training - the slope of ln RMS over the blocks at each
 # evaluation step, a panel per cell, a line per variant; findings - each finding that reads the map's cells, its own quantity
-# with its interval, or its values against their bound (blocklab.analysis.finding_plots).
+# with its interval, or its values against their bound (blocklab.analysis.finding_plots); trend - each trend finding
+# over the map's sizes, a panel per comparison: its paired effect at each size, with its interval, against the
+# training compute on a log axis, and the fitted slope (blocklab.analysis.trend_plots).
 MapFigureKind = Literal["heatmap", "lr", "lr_by_variant", "sensitivity", "attention_logits", "depth", "layers",
-                        "stream_over_training", "findings"]
+                        "stream_over_training", "findings", "trend"]

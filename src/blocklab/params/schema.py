@@ -165,7 +165,7 @@ class Map(_Plan):
 
     @model_validator(mode="after")
     def _lr_figures_need_an_lr_axis(self) -> "Map":
-        wanting = [f for f in self.figures if f not in ("heatmap", "layers", "stream_over_training", "findings")]
+        wanting = [f for f in self.figures if f not in ("heatmap", "layers", "stream_over_training", "findings", "trend")]
         if wanting and "lr" not in self.axes.train:
             raise ValueError(f"figures {', '.join(wanting)} draw against the learning rate: the map needs an axis "
                              f"train.lr (or draw only: figures: [heatmap])")

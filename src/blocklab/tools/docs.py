@@ -22,6 +22,8 @@ whose body `blocklab docs` writes from the committed reports (and claims.yaml, f
                        and, for a map, its axes
     pilot NAME CHOSEN  pilot ablation NAME's rungs, each one's paired difference to the one before along the run,
                        and the length ablation CHOSEN trains
+    trends             every trend finding: its effect at each size with its compute, its slope, its verdict
+                       (blocklab.analysis.trend_plots.trend_table)
 """
 
 from __future__ import annotations
@@ -240,13 +242,23 @@ def trains_definition(sources: Sources) -> str:
             f"(`blocklab.analysis.runs.outcome`, `blocklab.analysis.maps.trains`).\n")
 
 
+def trends(sources: Sources) -> str:
+    from blocklab.analysis.claims import load_claims
+    from blocklab.analysis.run_table import read_run_table
+    from blocklab.analysis.trend_plots import trend_table
+
+    table = read_run_table(sources.root / "params.yaml")
+    return trend_table(load_claims(sources.root / "claims.yaml", table), sources.json("claims.json"),
+                       {name: entry.labels for name, entry in table.maps.items()}) + "\n"
+
+
 def render(kind: str, args: list[str], sources: Sources) -> str:
     writers = {"findings": lambda: findings_table(sources, args), "count": lambda: count_sentence(sources),
                "known-to-fail": lambda: known_to_fail(sources), "sample": lambda: sample(sources, *args),
                "records": lambda: records(sources),
                "output": lambda: output(sources, *args), "paragraph": lambda: paragraph(sources, *args),
                "plan": lambda: plan(sources), "trains": lambda: trains_definition(sources),
-               "pilot": lambda: pilot(sources, *args)}
+               "pilot": lambda: pilot(sources, *args), "trends": lambda: trends(sources)}
     if kind not in writers:
         raise KeyError(f"no generated block of kind '{kind}' (known: {', '.join(writers)})")
     return writers[kind]()

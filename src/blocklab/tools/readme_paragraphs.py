@@ -255,6 +255,41 @@ def modern_ladder(table: RunTable, verdicts: dict, maps: dict) -> str:
             f"{_credited(True, entry.labels, verdicts)}. And {today}:\n")
 
 
+# The scale map's trend findings and what each compares, in words.
+SCALE_TRENDS = (("scale.post_norm_deficit_grows", "post-norm's deficit to pre-norm without warmup at the high rate"),
+                ("scale.warmup_gain_grows", "warmup's gain for post-norm"),
+                ("scale.rmsnorm_gap_flat", "RMSNorm's gap to LayerNorm"),
+                ("scale.swiglu_gap_flat", "SwiGLU's gap to the GELU MLP"),
+                ("scale.qk_layernorm_sensitivity_gain_grows",
+                 "what qk-layernorm saves in learning-rate sensitivity (over the `proxies` map's widths)"))
+_TREND_SAID = {"grows": ("{} grows with the compute", "{} does *not* grow with the compute: it shrinks",
+                         "whether {} grows is undecided at these seeds"),
+               "shrinks": ("{} shrinks with the compute", "{} does *not* shrink with the compute: it grows",
+                           "whether {} shrinks is undecided at these seeds"),
+               "flat": ("{} stays flat (within its margin)", "{} does *not* stay flat",
+                        "whether {} stays flat is undecided at these seeds"),
+               "flips": ("{} flips its sign", "{} keeps its sign", "whether {} flips its sign is undecided at these seeds")}
+
+
+def scale_trend(table: RunTable, verdicts: dict, maps: dict) -> str:
+    """Does the verdict survive growth: the scale map's widths and compute, and what each trend finding decided."""
+    entry = table.maps["scale"]
+    widths = _listed([str(w) for w in _axis(entry, "d_model")])
+    said = []
+    for cid, what in SCALE_TRENDS:
+        verdict = verdicts[cid]
+        holds, fails, otherwise = _TREND_SAID[verdict["expected"].split(":")[0]]
+        said.append(_said(verdict["verdict"], holds, fails, otherwise).format(what))
+    sizes = next((verdicts[cid]["sizes"] for cid, _ in SCALE_TRENDS if verdicts[cid].get("sizes")), None)
+    span = (f", {sizes[-1]['flops'] / sizes[0]['flops']:.0f}-fold from the narrowest to the widest" if sizes
+            else "")
+    return (f"**Does the verdict survive growth?** The `scale` map trains the headline comparisons at widths "
+            f"{widths} ({shared_settings(entry.specs)}), each in the setting of the ablation that first measured "
+            f"it, with the steps held fixed so that the training compute grows with the parameters{span}. Each "
+            f"effect is paired by seed at every width, and its slope fitted against the log of the compute: "
+            f"{'; '.join(said)}. The effect at each width with its interval, the fitted slope dashed:\n")
+
+
 PARAGRAPHS: dict[str, Callable[[RunTable, dict, dict], str]] = {
     "placement-figure": placement_figure, "stability-map": stability_map, "placements-map": placements_map,
-    "lr-frontier": lr_frontier, "modern-ladder": modern_ladder}
+    "lr-frontier": lr_frontier, "modern-ladder": modern_ladder, "scale-trend": scale_trend}

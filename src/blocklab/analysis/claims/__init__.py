@@ -34,6 +34,10 @@ pipeline's reports and the runs' curves:
 combined with + - * /, abs() and log10(). Arithmetic over two seed means trained on the same seeds is per seed
 (the difference is paired); over different seeds, + and - give Welch's interval (blocklab.analysis.intervals).
 
+A `trend` claim reads no expression: two variants of a map (`map`, `left`, `right`) over its sizes, and what
+its paper expects of their effect as the model grows (`expect`: grows, shrinks, flips, or flat within `margin`),
+decided on the effect's slope against log10 of the training compute, paired by seed (claims/trends.py).
+
 Verdicts: `holds`, `fails`, `inconclusive` (a finding over seed means whose interval does not decide it)
 or `not comparable`. A comparison holds when the whole 95% interval lies on the claimed side and fails
 when it lies wholly on the other; `within` holds when the 90% interval lies inside the tolerance (an
@@ -47,7 +51,7 @@ and a claim over a null quantity fails, naming it.
 from blocklab.analysis.claims.expressions import value_of
 from blocklab.analysis.claims.evidence import LOSS, NOT_RUN, MissingResult, NotComparable, NotRunYet, Evidence
 from blocklab.analysis.claims.rules import (
-    CLAIMS_FILE, EQUIVALENCE_CONFIDENCE, Compare, Exact, Monotone, Spread, Verdict, Within, bound_of, check_claims,
+    CLAIMS_FILE, EQUIVALENCE_CONFIDENCE, Compare, Exact, Monotone, Spread, Trend, Verdict, Within, bound_of, check_claims,
     claims_count, load_claims,
 )
 from blocklab.analysis.claims.words import (
@@ -55,6 +59,6 @@ from blocklab.analysis.claims.words import (
 )
 
 __all__ = ["CLAIMS_FILE", "EQUIVALENCE_CONFIDENCE", "LOSS", "NOT_RUN", "Compare", "Exact", "MissingResult", "Monotone",
-           "NotComparable", "NotRunYet", "Evidence", "Spread", "Verdict", "Within", "bound_of", "check_claims", "claims_count",
+           "NotComparable", "NotRunYet", "Evidence", "Spread", "Trend", "Verdict", "Within", "bound_of", "check_claims", "claims_count",
            "count_in_words", "decided_alone_in_words", "failing_in_words", "holding_alone", "load_claims", "marked_in_words", "value_of",
            "verdicts_markdown"]

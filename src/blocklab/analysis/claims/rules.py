@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from blocklab.analysis.claims.expressions import elementwise, value_of
 from blocklab.analysis.claims.family import corrected_for_the_family, family_count
 from blocklab.analysis.claims.evidence import NOT_RUN, NotComparable, NotRunYet, Evidence
+from blocklab.analysis.claims.trends import decide
 from blocklab.analysis.intervals import CONFIDENCE, Estimate, Seeds, Welch
 from blocklab.analysis.setting_words import written
 from blocklab.errors import BlocklabError
@@ -72,6 +73,7 @@ class Verdict:
     note: str | None = None
     command: str | None = None  # not run yet: what would run it
     p_value: float | None = None
+    sizes: list[dict] | None = None  # a trend's: each size's compute and effect (trends.SizePoint.record)
 
     @property
     def ok(self) -> bool:
@@ -280,7 +282,48 @@ class Spread(_Claim):
                        f"max/min <= {self.max_ratio:g}")
 
 
-Claim = Annotated[Union[Within, Compare, Monotone, Exact, Spread], Field(discriminator="rule")]
+class Trend(_Claim):
+    """The effect of variant `left` minus `right` over map `map`'s sizes grows, shrinks, flips its sign, or stays
+    flat within `margin` (its slope per tenfold training compute), paired by seed (blocklab.analysis.claims.trends)."""
+    rule: Literal["trend"]
+    map: str
+    left: str
+    right: str
+    quantity: Literal["val_loss", "lr_sensitivity"] = "val_loss"
+    expect: Literal["grows", "shrinks", "flips", "flat"]
+    margin: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _margin_for_flat_only(self) -> "Trend":
+        if (self.expect == "flat") != (self.margin is not None):
+            raise ValueError("a trend expected flat needs its margin (the slope per tenfold compute it stays "
+                             "within), and only it has one")
+        return self
+
+    def rule_text(self) -> str:
+        """Its rule, naming the map variants it reads as claims.yaml's expressions name runs ("<map>/<variant>")."""
+        return f'{super().rule_text()} reads "{self.map}/{self.left}" and "{self.map}/{self.right}"'
+
+    def expected_text(self) -> str:
+        if self.expect == "flat":
+            return f"flat: slope within ± {self.margin:g}"
+        return {"grows": "grows: slope, in the effect's direction, > 0", "shrinks":
+                "shrinks: slope, in the effect's direction, < 0", "flips":
+                "flips: smallest and largest sizes of opposite signs"}[self.expect]
+
+    def check(self, evidence: Evidence) -> Verdict:
+        points = evidence.trend(self.map, self.left, self.right, self.quantity)
+        found = decide(points, self.expect, self.margin, EQUIVALENCE_CONFIDENCE)
+        interval = None if math.isnan(found.interval[0]) else [round(v, 6) for v in found.interval]
+        return Verdict(found.verdict, round(found.slope.mean, 6), self.expected_text(), interval,
+                       f"{found.slope.statistic}, {found.confidence:.0%} interval", found.seeds_needed,
+                       note=f"the slope of {self.left} - {self.right} ({self.quantity}) per tenfold training compute, "
+                            f"over {len(points)} sizes; the effect at each: "
+                            + ", ".join(f"{p.size} {p.effect.estimate().mean:+.4f}" for p in points),
+                       p_value=found.p_value, sizes=[p.record() for p in points])
+
+
+Claim = Annotated[Union[Within, Compare, Monotone, Exact, Spread, Trend], Field(discriminator="rule")]
 
 
 class ClaimsFile(BaseModel):
@@ -315,7 +358,8 @@ def load_claims(path: str | Path = CLAIMS_FILE, table: RunTable | None = None) -
 def check_claims(claims: list, evidence: Evidence) -> dict[str, dict]:
     """`{id: verdict}`, reports/claims.json's entries: `ok`, `measured`, `expected`, `verdict` (holds, fails,
     inconclusive, not comparable, not run yet), `kind`, `interval`, `statistic`, `seeds_needed`, `known_to_fail`,
-    and the `claim` in words; a claim not run yet has the `command` that would run what it needs. MissingResult
+    and the `claim` in words; a claim not run yet has the `command` that would run what it needs; a trend its
+    `sizes` (each size's compute, and its effect with the 95% interval). MissingResult
     of a run params.yaml does not plan propagates (an error, not a verdict)."""
     verdicts = {}
     for claim in claims:
@@ -331,7 +375,8 @@ def check_claims(claims: list, evidence: Evidence) -> dict[str, dict]:
                               "note": found.note, "known_to_fail": claim.known_to_fail is not None,
                               "p_value": None if found.p_value is None or math.isnan(found.p_value) else
                               float(f"{found.p_value:.6g}"),
-                              "claim": claim.claim, **({"command": found.command} if found.command else {})}
+                              "claim": claim.claim, **({"command": found.command} if found.command else {}),
+                              **({"sizes": found.sizes} if found.sizes else {})}
     return corrected_for_the_family(verdicts)
 
 
