@@ -56,14 +56,6 @@ claims:
     left: mean("placement/pre")
     op: "<"
     right: baseline("unigram")
-  - id: post_norm_deficit_trend
-    claim: Post-norm's deficit to pre-norm grows with the width (the scale map's two tiny widths).
-    kind: finding
-    rule: trend
-    map: scale
-    left: post
-    right: pre
-    expect: grows
 """
 
 

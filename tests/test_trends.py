@@ -133,6 +133,17 @@ def test_the_figure_and_the_table_draw_each_trend_finding_from_its_verdict(tmp_p
     assert table.rstrip().endswith("| holds |")
 
 
+TINY_TREND = """  - id: post_norm_deficit_trend
+    claim: Post-norm's deficit to pre-norm grows with the width (the scale map's two tiny widths).
+    kind: finding
+    rule: trend
+    map: scale
+    left: post
+    right: pre
+    expect: grows
+"""
+
+
 @pytest.mark.slow
 def test_the_whole_path_at_two_tiny_sizes_and_a_third_added_with_one_setting(reproduced_project, tmp_path):
     """The small project's scale map (widths 8 and 16) through DVC: its trend finding's verdict with both sizes, the
@@ -140,6 +151,10 @@ def test_the_whole_path_at_two_tiny_sizes_and_a_third_added_with_one_setting(rep
     same finding reads three sizes."""
     project = pristine_copy(reproduced_project, tmp_path / "project")
     root = project.root
+    with open(root / "claims.yaml", "a") as claims:
+        claims.write(TINY_TREND)
+    project.commit("a trend finding over the scale map's two widths")
+    project.run("dvc", "repro")  # check and report read claims.yaml: they run again, nothing trains
     verdict = json.loads((root / "reports/claims.json").read_text())["post_norm_deficit_trend"]
     assert [s["size"] for s in verdict["sizes"]] == ["d8", "d16"]
     assert verdict["sizes"][1]["flops"] > 2 * verdict["sizes"][0]["flops"]
