@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scipy import stats
 
@@ -135,6 +135,39 @@ class Estimate:
             if float(stats.t.ppf((1 + confidence) / 2, n - 1)) * self.sd / math.sqrt(n) < margin:
                 return n
         return None
+
+
+# An equivalence test: two one-sided tests at 5% each, i.e. the 90% interval inside the band.
+EQUIVALENCE_CONFIDENCE = 0.90
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """What two one-sided tests decided of a mean against a band of +-`slack` about zero: holds (the 90% interval
+    inside), fails (the 95% interval wholly outside) or inconclusive; the interval that decided it and its confidence,
+    about how many seeds would decide it, and the p-value of the test that decided it (or would have)."""
+    verdict: str
+    interval: tuple[float, float]
+    confidence: float
+    seeds_needed: int | None
+    p_value: float
+
+
+def equivalence(estimate: Estimate, slack: float) -> Equivalence:
+    """Two one-sided tests of `estimate` within +-`slack` (see Equivalence); against the nearer edge of the band, the
+    two-sided test of lying outside it."""
+    inner, outer = estimate.interval(EQUIVALENCE_CONFIDENCE), estimate.interval(CONFIDENCE)
+    inside = max(estimate.p_above(-slack), replace(estimate, mean=-estimate.mean).p_above(-slack))
+    outside = estimate.p_two_sided(math.copysign(slack, estimate.mean))
+    if -slack <= inner[0] and inner[1] <= slack:
+        return Equivalence("holds", inner, EQUIVALENCE_CONFIDENCE, None, inside)
+    if outer[0] > slack or outer[1] < -slack:
+        return Equivalence("fails", outer, CONFIDENCE, None, outside)
+    if abs(estimate.mean) < slack:
+        return Equivalence("inconclusive", inner, EQUIVALENCE_CONFIDENCE,
+                           estimate.seeds_to_decide(slack - abs(estimate.mean), EQUIVALENCE_CONFIDENCE), inside)
+    return Equivalence("inconclusive", inner, EQUIVALENCE_CONFIDENCE,
+                       estimate.seeds_to_decide(abs(estimate.mean) - slack), outside)
 
 
 class Welch:

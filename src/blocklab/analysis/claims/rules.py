@@ -7,7 +7,7 @@ import math
 import operator
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Union
 
@@ -18,7 +18,7 @@ from blocklab.analysis.claims.expressions import elementwise, value_of
 from blocklab.analysis.claims.family import corrected_for_the_family, family_count
 from blocklab.analysis.claims.evidence import NOT_RUN, NotComparable, NotRunYet, Evidence
 from blocklab.analysis.claims.trends import decide
-from blocklab.analysis.intervals import CONFIDENCE, Estimate, Seeds, Welch
+from blocklab.analysis.intervals import CONFIDENCE, EQUIVALENCE_CONFIDENCE, Estimate, Seeds, Welch, equivalence
 from blocklab.analysis.setting_words import written
 from blocklab.errors import BlocklabError
 from blocklab.params.problems import ParamsError
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from blocklab.analysis.run_table import RunTable
 
 CLAIMS_FILE = "claims.yaml"
-# `within` is an equivalence test: two one-sided tests at 5% each, i.e. the 90% interval inside the band.
-EQUIVALENCE_CONFIDENCE = 0.90
 
 
 def _as_list(value) -> list:
@@ -179,26 +177,15 @@ class Within(_Claim):
             ok = all(abs(d) <= slack for d in _as_list(difference))
             return Verdict("holds" if ok else "fails", _rounded(values), shown)
         estimate = difference.estimate()
-        inner, outer = estimate.interval(EQUIVALENCE_CONFIDENCE), estimate.interval(CONFIDENCE)
         statistic = f"{estimate.statistic}, TOST at 5% (90% interval of the difference)"
-        if math.isnan(inner[0]):
+        if math.isnan(estimate.interval(EQUIVALENCE_CONFIDENCE)[0]):
             return Verdict("inconclusive", _rounded(values), shown, None, statistic)
-        interval = [round(inner[0], 6), round(inner[1], 6)]
-        note = "90% interval of value - expected"
-        # two one-sided tests (inside the band) and, against the nearer edge, the two-sided test of outside it
-        inside = max(estimate.p_above(-slack), replace(estimate, mean=-estimate.mean).p_above(-slack))
-        outside = estimate.p_two_sided(math.copysign(slack, estimate.mean))
-        if -slack <= inner[0] and inner[1] <= slack:
-            return Verdict("holds", _rounded(values), shown, interval, statistic, note=note, p_value=inside)
-        if outer[0] > slack or outer[1] < -slack:
+        found = equivalence(estimate, slack)
+        if found.verdict == "fails":
             return Verdict("fails", _rounded(values), shown, _interval(estimate), f"{estimate.statistic}, 95% interval",
-                           note="95% interval of value - expected, wholly outside the tolerance", p_value=outside)
-        if abs(estimate.mean) < slack:
-            needed = estimate.seeds_to_decide(slack - abs(estimate.mean), EQUIVALENCE_CONFIDENCE)
-        else:
-            needed = estimate.seeds_to_decide(abs(estimate.mean) - slack)
-        return Verdict("inconclusive", _rounded(values), shown, interval, statistic, needed, note=note,
-                       p_value=inside if abs(estimate.mean) < slack else outside)
+                           note="95% interval of value - expected, wholly outside the tolerance", p_value=found.p_value)
+        return Verdict(found.verdict, _rounded(values), shown, [round(v, 6) for v in found.interval], statistic,
+                       found.seeds_needed, note="90% interval of value - expected", p_value=found.p_value)
 
 
 class Compare(_Claim):
@@ -313,7 +300,7 @@ class Trend(_Claim):
 
     def check(self, evidence: Evidence) -> Verdict:
         points = evidence.trend(self.map, self.left, self.right, self.quantity)
-        found = decide(points, self.expect, self.margin, EQUIVALENCE_CONFIDENCE)
+        found = decide(points, self.expect, self.margin)
         interval = None if math.isnan(found.interval[0]) else [round(v, 6) for v in found.interval]
         return Verdict(found.verdict, round(found.slope.mean, 6), self.expected_text(), interval,
                        f"{found.slope.statistic}, {found.confidence:.0%} interval", found.seeds_needed,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from blocklab.analysis.intervals import CONFIDENCE, Estimate, Seeds
+from blocklab.analysis.intervals import CONFIDENCE, Estimate, Seeds, equivalence
 from blocklab.analysis.maps import seed_sensitivities, trains
 from blocklab.errors import BlocklabError
 
@@ -155,9 +155,8 @@ class TrendVerdict:
     p_value: float
 
 
-def decide(points: list[SizePoint], expect: str, margin: float | None, equivalence: float) -> TrendVerdict:
-    """The trend's verdict (see the module's docstring); `equivalence`: the confidence of a flat trend's interval
-    (two one-sided tests)."""
+def decide(points: list[SizePoint], expect: str, margin: float | None = None) -> TrendVerdict:
+    """The trend's verdict (see the module's docstring)."""
     estimate = slope(points).estimate()
     if estimate.n < 2:
         return TrendVerdict("inconclusive", estimate, (math.nan, math.nan), CONFIDENCE, None, math.nan)
@@ -178,17 +177,8 @@ def decide(points: list[SizePoint], expect: str, margin: float | None, equivalen
         return TrendVerdict(verdict, estimate, interval, CONFIDENCE,
                             None if not needed or None in needed else max(needed),
                             max(e.p_two_sided() for e in ends))  # an intersection-union test: the larger p
-    if expect == "flat":
-        inner = estimate.interval(equivalence)
-        inside = max(estimate.p_above(-margin), Estimate(-estimate.mean, estimate.sd, estimate.n, estimate.se,
-                                                          estimate.df, estimate.statistic).p_above(-margin))
-        if -margin <= inner[0] and inner[1] <= margin:
-            return TrendVerdict("holds", estimate, inner, equivalence, None, inside)
-        outside = estimate.p_two_sided(math.copysign(margin, estimate.mean))
-        if interval[0] > margin or interval[1] < -margin:
-            return TrendVerdict("fails", estimate, interval, CONFIDENCE, None, outside)
-        needed = (estimate.seeds_to_decide(margin - abs(estimate.mean), equivalence)
-                  if abs(estimate.mean) < margin else estimate.seeds_to_decide(abs(estimate.mean) - margin))
-        return TrendVerdict("inconclusive", estimate, inner, equivalence, needed,
-                            inside if abs(estimate.mean) < margin else outside)
+    if expect == "flat":  # two one-sided tests of the slope within the margin, as `within` tests a difference
+        found = equivalence(estimate, margin)
+        return TrendVerdict(found.verdict, estimate, found.interval, found.confidence, found.seeds_needed,
+                            found.p_value)
     raise BlocklabError(f"trend expect '{expect}': one of {', '.join(EXPECTATIONS)}")
