@@ -161,7 +161,8 @@ def copy_project(dest: Path, corpus: Path) -> Project:
 def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> dict:
     """The default plan, made tiny: the small corpus, a few steps, at most `variants` variants and
     two seeds per ablation, shallow stacks for the gradient analysis; a map over learning rate and warmup
-    (or, if it maps depth, over 1 and 2 blocks; if width alone, the scale map, over widths 8 and 16)."""
+    (or, if it maps depth, over 1 and 2 blocks, alone where depth is its only axis; if width alone, the scale map,
+    over widths 8 and 16)."""
     params["data"]["sha256"] = sha256_of(corpus)
     params["defaults"]["train"].update(eval_interval=5, eval_windows=16, batch_size=8)
     params["defaults"]["model"].update(context=16)
@@ -186,7 +187,9 @@ def shrink(params: dict, corpus: Path, steps: int = 12, variants: int = 2) -> di
         plan["variants"] = dict(list(plan["variants"].items())[:variants])
         plan["labels"] = {k: v for k, v in plan.get("labels", {}).items() if k in plan["variants"]}
         plan["model"].pop("n_layers", None)
-        if "n_layers" in plan["axes"].get("model", {}):  # a map over depth keeps it: 1 and 2 blocks
+        if "n_layers" in plan["axes"].get("model", {}) and "lr" not in plan["axes"].get("train", {}):
+            plan["axes"] = {"model": {"n_layers": [1, 2]}}  # a size axis over depth: 1 and 2 blocks
+        elif "n_layers" in plan["axes"].get("model", {}):  # a map over depth keeps it: 1 and 2 blocks
             plan["axes"] = {"model": {"n_layers": [1, 2]}, "train": {"lr": [0.001, 0.01]}}
         elif "d_model" in plan["axes"].get("model", {}) and "lr" not in plan["axes"].get("train", {}):
             plan["axes"] = {"model": {"d_model": [8, 16]}}  # a size axis (its variants set their rates): two widths

@@ -361,11 +361,36 @@ def widths(variant: str, finals: dict[int, float]) -> dict:
     return {f"scale/{variant}/d{width}": Cell(final) for width, final in finals.items()}
 
 
+def depths(map_name: str, variant: str, finals: list[float]) -> dict:
+    """Overrides for a variant of a map over depth (its only axis), its final loss at each depth, shallow first."""
+    cells = sorted({s.cell for s in PLAN.map_specs() if s.ablation == map_name}, key=lambda c: int(c.lstrip("l")))
+    return {f"{map_name}/{variant}/{cell}": Cell(final) for cell, final in zip(cells, finals)}
+
+
 GROWING, SHRINKING = {32: 2.3, 64: 2.4, 128: 2.5, 256: 2.6}, {32: 2.6, 64: 2.5, 128: 2.4, 256: 2.3}
+DEEPER_WORSE, DEEPER_BETTER = [2.3, 2.4, 2.5, 2.6, 2.7], [2.7, 2.6, 2.5, 2.4, 2.3]
+SCALE_BLOCKS = ("post", "pre", "post_warmup", "layernorm", "rmsnorm", "swiglu", "peri", "dyt")
 CASES.update({
-    # grows: the effect moves away from zero with the width; fails: it moves towards it
+    # grows: the effect, as the claim writes it, rises with the width; fails: it falls
     "scale.post_norm_deficit_grows": (widths("post", GROWING), widths("post", SHRINKING)),
     "scale.warmup_gain_grows": (widths("post", GROWING), widths("post", SHRINKING)),
+    "scale.peri_ln_gain_grows": (widths("peri", SHRINKING), widths("peri", GROWING)),
+    "scale.dyt_deficit_grows": (widths("dyt", GROWING), widths("dyt", SHRINKING)),
+    "scale.residual_gain_grows_with_depth": (depths("scale_residual", "without", DEEPER_WORSE),
+                                             depths("scale_residual", "without", DEEPER_BETTER)),
+    "scale.layernorm_scaling_gain_grows_with_depth": (depths("scale_depth", "scaled", DEEPER_BETTER),
+                                                      depths("scale_depth", "scaled", DEEPER_WORSE)),
+    # holds: no comparison decided at either end (every cell alike), so every verdict is the same at both; fails:
+    # each comparison decided at its largest size only
+    "scale.smallest_size_decides_as_the_largest": ({}, {
+        **widths("post", {256: 2.5}), **widths("post_warmup", {256: 2.0}), **widths("rmsnorm", {256: 2.5}),
+        **widths("swiglu", {256: 2.5}), **widths("peri", {256: 2.0}), **widths("dyt", {256: 2.5}),
+        **proxies("standard", 128, P_FRAGILE), **depths("scale_residual", "without", [2.2, 2.2, 2.2, 2.2, 2.5]),
+        **depths("scale_depth", "scaled", [2.2, 2.2, 2.2, 2.2, 2.0])}),
+    # holds: the blocks in the same order at the narrowest and the widest width; fails: in the reverse order
+    "scale.narrowest_ranks_the_blocks_as_the_widest": (
+        {k: v for i, b in enumerate(SCALE_BLOCKS) for k, v in widths(b, {32: 2.3 + 0.01 * i, 256: 2.2 + 0.01 * i}).items()},
+        {k: v for i, b in enumerate(SCALE_BLOCKS) for k, v in widths(b, {32: 2.3 + 0.01 * i, 256: 2.3 - 0.01 * i}).items()}),
     # flat: the same gap at every width; fails: a gap that grows by 0.1 a doubling
     "scale.rmsnorm_gap_flat": (widths("rmsnorm", {w: 2.21 for w in GROWING}), widths("rmsnorm", GROWING)),
     "scale.swiglu_gap_flat": (widths("swiglu", {w: 2.19 for w in GROWING}), widths("swiglu", SHRINKING)),
@@ -406,15 +431,17 @@ for _id, _variant, _higher in (("peri_trains_at_higher_rates_than_pre", "peri", 
 def test_a_finding_holds_on_results_that_satisfy_it_and_fails_on_results_that_break_it(finding, tmp_path):
     holding, failing = CASES[finding]
     claim = FINDINGS[finding]
-    assert check_claims([claim], evidence(holding, tmp_path / "holds"))[finding]["verdict"] == "holds"
-    assert check_claims([claim], evidence(failing, tmp_path / "fails"))[finding]["verdict"] == "fails"
+    # a finding that reads the trend findings (does the smallest size predict the largest) is checked with them
+    claims = [claim, *(c for c in CLAIMS if c.rule == "trend")] if claim.reads_claims else [claim]
+    assert check_claims(claims, evidence(holding, tmp_path / "holds"))[finding]["verdict"] == "holds"
+    assert check_claims(claims, evidence(failing, tmp_path / "fails"))[finding]["verdict"] == "fails"
 
 
 def test_no_check_reads_a_training_result_and_no_finding_is_deterministic():
     """A check's quantities are counts or the untrained probe; a finding reads at least one loss."""
     training = ("loss(", "mean(", "seeds(", "window(", "at(", "lr_sensitivity(", "max_trainable_lr(", "best_lr(",
                 "lowest(", "highest(",
-                "untrained(", '"val_loss', '"train_loss', "rule: trend")
+                "untrained(", '"val_loss', '"train_loss', "rule: trend", "rule: agreement", "rule: rank_agreement")
     for claim in CLAIMS:
         text = yaml.safe_dump(claim.model_dump(exclude={"id", "claim", "kind", "known_to_fail"}))
         assert any(t in text for t in training) == (claim.kind == "finding"), claim.id

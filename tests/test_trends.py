@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from blocklab.analysis.claims import Evidence, check_claims
-from blocklab.analysis.claims.rules import Trend
+from blocklab.analysis.claims.rules import Agreement, RankAgreement, Trend
+from blocklab.analysis.claims.transfer import Agreement as Agreement_, share_agreeing
 from blocklab.analysis.claims.trends import capped_loss, size_points, slope
 from blocklab.analysis.finding_plots import figure_of
 from blocklab.analysis.trend_plots import trend_figure, trend_table
@@ -46,12 +47,16 @@ def steady(values: list[float], jitter: float = 0.0) -> dict[int, list[float]]:
     return {w: [v - jitter, v, v + jitter] for w, v in zip(WIDTHS, values)}
 
 
-def test_an_effect_that_moves_away_from_zero_grows_and_one_that_moves_towards_it_shrinks():
-    growing, shrinking = runs(steady([0.1, 0.2, 0.3, 0.4])), runs(steady([-0.4, -0.3, -0.2, -0.1]))
-    assert verdict(trend("grows"), growing)["verdict"] == "holds"
-    assert verdict(trend("shrinks"), growing)["verdict"] == "fails"
-    assert verdict(trend("shrinks"), shrinking)["verdict"] == "holds"  # negative, towards zero
-    assert verdict(trend("grows"), shrinking)["verdict"] == "fails"
+def test_an_effect_that_rises_with_compute_grows_and_one_that_falls_shrinks_as_the_claim_writes_it():
+    rising, falling = runs(steady([0.1, 0.2, 0.3, 0.4])), runs(steady([0.4, 0.3, 0.2, 0.1]))
+    assert verdict(trend("grows"), rising)["verdict"] == "holds"
+    assert verdict(trend("shrinks"), rising)["verdict"] == "fails"
+    assert verdict(trend("shrinks"), falling)["verdict"] == "holds"
+    assert verdict(trend("grows"), falling)["verdict"] == "fails"
+    # a gain (left minus right) below zero that rises towards it grows: the left variant's deficit narrows; one
+    # that sinks further does not grow, however far it moves from zero
+    assert verdict(trend("grows"), runs(steady([-0.4, -0.3, -0.2, -0.1])))["verdict"] == "holds"
+    assert verdict(trend("grows"), runs(steady([-0.1, -0.2, -0.3, -0.4])))["verdict"] == "fails"
 
 
 def test_the_slope_is_per_tenfold_compute_fitted_per_seed():
@@ -131,6 +136,66 @@ def test_the_figure_and_the_table_draw_each_trend_finding_from_its_verdict(tmp_p
     table = trend_table([claim], verdicts, {"m": {"a": "A", "b": "B"}})
     assert "| m: A − B (final validation loss) |" in table and "d256: +0.400" in table and "| 64x |" in table
     assert table.rstrip().endswith("| holds |")
+
+
+def test_the_smallest_size_agrees_with_the_largest_where_both_decide_alike_and_the_share_is_tested():
+    claims = [trend("grows"), Agreement.model_validate({"id": "agree", "claim": "small predicts large",
+                                                        "kind": "finding", "rule": "agreement", "than": 0.5})]
+    # decided (right lower) at the largest width only: the ends differ; decided at both: they agree
+    differ, agree = runs(steady([0.0, 0.1, 0.2, 0.3], 0.01)), runs(steady([0.1, 0.1, 0.2, 0.3], 0.01))
+    found = check_claims(claims, Evidence({"runs": differ}, {}))["agree"]
+    assert found["agreements"] == [{"comparison": "t", "smallest": "d32", "largest": "d256",
+                                    "at_smallest": "neither decided", "at_largest": "right lower", "agrees": False,
+                                    "same_winner": False}]
+    assert found["measured"] == 0 and found["verdict"] == "inconclusive"  # one comparison decides nothing
+    assert check_claims(claims, Evidence({"runs": agree}, {}))["agree"]["agreements"][0]["agrees"]
+
+
+@pytest.mark.parametrize("agreeing, total", [(9, 9), (8, 9), (7, 9), (2, 9), (1, 9), (0, 9), (5, 10), (9, 10)])
+def test_the_share_holds_exactly_when_its_exact_interval_leaves_out_the_share_tested_and_its_p_says_so(agreeing,
+                                                                                                     total):
+    share = share_agreeing([Agreement_(f"c{i}", "s", "l", 1, 1 if i < agreeing else 0, True) for i in range(total)], 0.5)
+    low, high = share.interval
+    assert low <= agreeing / total <= high
+    assert share.verdict == ("holds" if low > 0.5 else "fails" if high < 0.5 else "inconclusive")
+    assert (share.p_value < 0.05) == (share.verdict != "inconclusive")  # Holm's family reads the p-value
+
+
+def test_blocks_ranked_alike_at_both_ends_agree_and_in_reverse_disagree():
+    def ranked(order_at_largest):
+        found = {}
+        for i, name in enumerate("abcdef"):
+            for width, loss in ((32, 2.2 + 0.01 * i), (256, 2.2 + 0.01 * order_at_largest.index(name))):
+                for seed in (0, 1):
+                    found[f"m/{name}/d{width}/seed{seed}"] = {"val_loss": loss, "val_loss_init": 4.2,
+                                                              "training_flops": 1e9 * width ** 2}
+        return found
+    claim = RankAgreement.model_validate({"id": "rank", "claim": "ranks", "kind": "finding", "rule": "rank_agreement",
+                                          "map": "m", "variants": list("abcdef")})
+    same = check_claims([claim], Evidence({"runs": ranked("abcdef")}, {}))["rank"]
+    assert same["verdict"] == "holds" and same["measured"] == 1 and same["p_value"] < 0.05
+    assert same["ranking"]["variants"]["f"] == {"rank_smallest": 6, "rank_largest": 6, "loss_smallest": 2.25,
+                                                "loss_largest": 2.25}
+    reverse = check_claims([claim], Evidence({"runs": ranked("fedcba")}, {}))["rank"]
+    assert reverse["verdict"] == "fails" and reverse["measured"] == -1
+    assert check_claims([claim], Evidence({"runs": ranked("bacdfe")}, {}))["rank"]["verdict"] == "inconclusive"
+
+
+def test_the_trend_figure_draws_the_agreement_and_the_ranking_after_the_trends(tmp_path):
+    found = runs(steady([0.1, 0.2, 0.3, 0.4], 0.01))
+    for seed in (0, 1, 2):
+        for width in WIDTHS:
+            found[f"m/c/d{width}/seed{seed}"] = {"val_loss": 2.0 + width / 1000, "val_loss_init": 4.2,
+                                                 "training_flops": 1e9 * width ** 2}
+    claims = [trend("grows"),
+              Agreement.model_validate({"id": "agree", "claim": "s", "kind": "finding", "rule": "agreement", "than": 0.5}),
+              RankAgreement.model_validate({"id": "rank", "claim": "r", "kind": "finding", "rule": "rank_agreement",
+                                            "map": "m", "variants": ["a", "b", "c"]})]
+    verdicts = check_claims(claims, Evidence({"runs": found}, {}))
+    path = trend_figure(claims, verdicts, {"m": {"a": "A", "b": "B", "c": "C"}}, "trends", tmp_path / "m_trend.png")
+    assert path.exists() and path.stat().st_size > 10_000
+    for claim in claims:
+        assert figure_of(claim, verdicts[claim.id], {"m": ("trend",), "other": ("findings",)}) == "m_trend.png"
 
 
 TINY_TREND = """  - id: post_norm_deficit_trend

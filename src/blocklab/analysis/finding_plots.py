@@ -16,6 +16,7 @@ from blocklab.analysis.figure_files import plt, save_figure
 
 COLUMNS = 3  # of a findings figure's panels
 TREND_KIND = "trend"  # a trend finding's rule, and the map figure that draws every one
+TRANSFER_RULES = ("agreement", "rank_agreement")  # does the smallest size predict the largest: the trend figure's too
 VERDICT_COLOURS = {"holds": "#2a7f3f", "fails": "#b8322a", "inconclusive": "0.45"}
 # What a finding's expression reads, in words (a field the runs record): the panel's axis label.
 QUANTITY_WORDS = {
@@ -108,8 +109,10 @@ def _values(verdict: dict) -> list[float]:
 
 def _panel_drawable(claim, verdict: dict) -> bool:
     """Whether a findings panel draws `claim`: its interval, or its values against the number they are held to (a
-    trend finding is drawn in the trend figure instead: blocklab.analysis.trend_plots)."""
-    return claim.kind == "finding" and claim.rule != TREND_KIND and bool(_rows(claim, verdict) or _values(verdict))
+    trend finding, and one on whether the smallest size predicts the largest, is drawn in the trend figure instead:
+    blocklab.analysis.trend_plots)."""
+    return (claim.kind == "finding" and claim.rule not in (TREND_KIND, *TRANSFER_RULES)
+            and bool(_rows(claim, verdict) or _values(verdict)))
 
 
 def _interval_panel(ax, claim, verdict: dict, colour) -> list[float]:
@@ -277,8 +280,9 @@ def figure_of(claim, verdict: dict, figures: dict[str, tuple[str, ...]]) -> str 
     """The findings figure that draws `claim` (its file name in reports/figures), if any: the first ablation or map
     it reads whose figure kinds (`figures`, by name) hold `findings`, where a finding a panel draws is drawn (an
     ablation's `differences_figure`: a row, or a panel below; a map's `findings_figure`: a panel). A trend finding
-    is drawn in the first map figure of kind `trend`, which draws every one (blocklab.analysis.trend_plots)."""
-    if claim.kind == "finding" and claim.rule == TREND_KIND:
+    is drawn in the first map figure of kind `trend`, which draws every one (blocklab.analysis.trend_plots), and so
+    is a finding on whether the smallest size predicts the largest."""
+    if claim.kind == "finding" and claim.rule in (TREND_KIND, *TRANSFER_RULES):
         return next((f"{name}_{TREND_KIND}.png" for name, kinds in figures.items() if TREND_KIND in kinds), None)
     if not _panel_drawable(claim, verdict):
         return None

@@ -16,7 +16,7 @@ from blocklab.analysis.figure_files import plt, save_figure
 from blocklab.analysis.plots import LOSS_LABEL, TITLE_WIDTH
 from blocklab.analysis.runs import BLOWN_UP_MARGIN
 from blocklab.analysis.setting_words import shared_settings
-from blocklab.analysis.trend_plots import trend_figure
+from blocklab.analysis.trend_plots import trend_figure, trend_maps
 from blocklab.params.words import in_words, rate
 from blocklab.analysis.run_table import RunTable
 
@@ -416,8 +416,10 @@ def map_outputs(table: RunTable, name: str, metrics: dict, reports_dir: Path, su
             claims, verdicts, {n: e.labels for n, e in table.maps.items()},
             f"Does the verdict survive growth? Each trend finding's paired effect at each size (95% interval) against "
             f"its training compute, the fitted slope dashed; a hollow point: a run of the pair did not train "
-            f"(collapsed or diverged; a diverged run counts at its initial loss); a flat finding's margin shaded\n"
-            f"{name}: {setting}", path),
+            f"(collapsed or diverged; a diverged run counts at its initial loss); a flat finding's margin shaded; and "
+            f"does the smallest size predict the largest\n"
+            + "\n".join(f"{m}: {shared_settings(table.maps[m].specs)}" for m in trend_maps(claims) if m in table.maps),
+            path),
     }
     drawn = {kind: draw[kind](out / f"{name}_{kind}.png") for kind in table.maps[name].figures}
     return {kind: str(path.relative_to(reports_dir)) for kind, path in drawn.items() if path is not None}

@@ -22,7 +22,8 @@ whose body `blocklab docs` writes from the committed reports (and claims.yaml, f
                        and, for a map, its axes
     pilot NAME CHOSEN  pilot ablation NAME's rungs, each one's paired difference to the one before along the run,
                        and the length ablation CHOSEN trains
-    trends             every trend finding: its effect at each size with its compute, its slope, its verdict
+    trends             every trend finding: its effect at each size with its compute, its slope, its verdict;
+                       and each one's verdict at its smallest and largest size
                        (blocklab.analysis.trend_plots.trend_table)
 """
 

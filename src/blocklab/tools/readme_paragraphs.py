@@ -255,24 +255,60 @@ def modern_ladder(table: RunTable, verdicts: dict, maps: dict) -> str:
             f"{_credited(True, entry.labels, verdicts)}. And {today}:\n")
 
 
-# The scale map's trend findings and what each compares, in words.
+# The trend findings and what each compares, in words.
 SCALE_TRENDS = (("scale.post_norm_deficit_grows", "post-norm's deficit to pre-norm without warmup at the high rate"),
                 ("scale.warmup_gain_grows", "warmup's gain for post-norm"),
                 ("scale.rmsnorm_gap_flat", "RMSNorm's gap to LayerNorm"),
                 ("scale.swiglu_gap_flat", "SwiGLU's gap to the GELU MLP"),
+                ("scale.peri_ln_gain_grows", "Peri-LN's gain over pre-norm at the high rate"),
+                ("scale.dyt_deficit_grows", "DyT's deficit to LayerNorm"),
                 ("scale.qk_layernorm_sensitivity_gain_grows",
-                 "what qk-layernorm saves in learning-rate sensitivity (over the `proxies` map's widths)"))
-_TREND_SAID = {"grows": ("{} grows with the compute", "{} does *not* grow with the compute: it shrinks",
+                 "what qk-layernorm saves in learning-rate sensitivity (over the `proxies` map's widths)"),
+                ("scale.residual_gain_grows_with_depth", "the residual connections' gain (over depth)"),
+                ("scale.layernorm_scaling_gain_grows_with_depth", "LayerNorm scaling's gain over pre-norm (over depth)"))
+DEPTH_MAPS = ("scale_residual", "scale_depth")  # the size axes over depth, beside the scale map's over width
+AGREEMENT, RANKING = "scale.smallest_size_decides_as_the_largest", "scale.narrowest_ranks_the_blocks_as_the_widest"
+_TREND_SAID = {"grows": ("{} grows with the compute", "{} does *not* grow with the compute",
                          "whether {} grows is undecided at these seeds"),
-               "shrinks": ("{} shrinks with the compute", "{} does *not* shrink with the compute: it grows",
+               "shrinks": ("{} shrinks with the compute", "{} does *not* shrink with the compute",
                            "whether {} shrinks is undecided at these seeds"),
                "flat": ("{} stays flat (within its margin)", "{} does *not* stay flat",
                         "whether {} stays flat is undecided at these seeds"),
                "flips": ("{} flips its sign", "{} keeps its sign", "whether {} flips its sign is undecided at these seeds")}
 
 
+def _depths(table: RunTable) -> str:
+    """`1 to 24 blocks (scale_residual) and 2 to 48 (scale_depth)`: each depth map's range."""
+    return _listed([f"{min(_axis(table.maps[m], 'n_layers'))} to {max(_axis(table.maps[m], 'n_layers'))} blocks "
+                    f"(`{m}`)" for m in DEPTH_MAPS if m in table.maps])
+
+
+def _transfer(verdicts: dict) -> str:
+    """What the two findings on whether the smallest size predicts the largest decided, in words."""
+    agree, rank = verdicts[AGREEMENT], verdicts[RANKING]
+    if agree.get("agreements"):
+        count = f"{sum(a['agrees'] for a in agree['agreements'])} of {len(agree['agreements'])} comparisons"
+        share = (f"The smallest size's verdict is the largest's in {count} (share {agree['measured']:.2f}, 95% "
+                 f"interval [{agree['interval'][0]:.2f}, {agree['interval'][1]:.2f}]): "
+                 + _said(agree["verdict"], "more often than not, decidedly", "decidedly less often than not",
+                         "too few comparisons to say whether that is more often than not") + ". ")
+    else:
+        share = ""
+    if rank.get("ranking"):
+        ends = rank["ranking"]
+        order = (f"Ranked by final loss, the `scale` map's blocks at {ends['smallest']} and at {ends['largest']} have "
+                 f"Kendall's tau {rank['measured']:+.2f} (p {rank['p_value']:.2g}): "
+                 + _said(rank["verdict"], "the narrowest width orders them as the widest does",
+                         "the narrowest width orders them against the widest",
+                         "the narrowest width's order does not decidedly predict the widest's") + ".")
+    else:
+        order = ""
+    return share + order
+
+
 def scale_trend(table: RunTable, verdicts: dict, maps: dict) -> str:
-    """Does the verdict survive growth: the scale map's widths and compute, and what each trend finding decided."""
+    """Does the verdict survive growth: the size axes and their compute, what each trend finding decided, and
+    whether the smallest size predicts the largest."""
     entry = table.maps["scale"]
     widths = _listed([str(w) for w in _axis(entry, "d_model")])
     said = []
@@ -283,11 +319,15 @@ def scale_trend(table: RunTable, verdicts: dict, maps: dict) -> str:
     sizes = next((verdicts[cid]["sizes"] for cid, _ in SCALE_TRENDS if verdicts[cid].get("sizes")), None)
     span = (f", {sizes[-1]['flops'] / sizes[0]['flops']:.0f}-fold from the narrowest to the widest" if sizes
             else "")
+    depths = _depths(table)
     return (f"**Does the verdict survive growth?** The `scale` map trains the headline comparisons at widths "
             f"{widths} ({shared_settings(entry.specs)}), each in the setting of the ablation that first measured "
-            f"it, with the steps held fixed so that the training compute grows with the parameters{span}. Each "
-            f"effect is paired by seed at every width, and its slope fitted against the log of the compute: "
-            f"{'; '.join(said)}. The effect at each width with its interval, the fitted slope dashed:\n")
+            f"it, with the steps held fixed so that the training compute grows with the parameters{span}"
+            + (f"; the comparisons about depth grow the stack instead, {depths}" if depths else "") +
+            f". Each effect is paired by seed at every size, and its slope fitted against the log of the compute: "
+            f"{'; '.join(said)}. {_transfer(verdicts)} Each comparison's effect at each size with its interval, the "
+            f"fitted slope dashed, then whether the smallest size predicts the largest (every number: the table in "
+            f"[docs/claims.md](docs/claims.md)):\n")
 
 
 PARAGRAPHS: dict[str, Callable[[RunTable, dict, dict], str]] = {

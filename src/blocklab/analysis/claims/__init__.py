@@ -36,7 +36,10 @@ combined with + - * /, abs() and log10(). Arithmetic over two seed means trained
 
 A `trend` claim reads no expression: two variants of a map (`map`, `left`, `right`) over its sizes, and what
 its paper expects of their effect as the model grows (`expect`: grows, shrinks, flips, or flat within `margin`),
-decided on the effect's slope against log10 of the training compute, paired by seed (claims/trends.py).
+decided on the effect's slope against log10 of the training compute, paired by seed (claims/trends.py). Nor
+do the two on whether the smallest size predicts the largest (claims/transfer.py): an `agreement` claim reads
+every trend finding of the file, the share whose verdict at the smallest size is the largest's, tested against
+`than`; a `rank_agreement` claim ranks `variants` of `map` at its smallest and largest size (Kendall's tau).
 
 Verdicts: `holds`, `fails`, `inconclusive` (a finding over seed means whose interval does not decide it)
 or `not comparable`. A comparison holds when the whole 95% interval lies on the claimed side and fails
@@ -51,14 +54,15 @@ and a claim over a null quantity fails, naming it.
 from blocklab.analysis.claims.expressions import value_of
 from blocklab.analysis.claims.evidence import LOSS, NOT_RUN, MissingResult, NotComparable, NotRunYet, Evidence
 from blocklab.analysis.claims.rules import (
-    CLAIMS_FILE, EQUIVALENCE_CONFIDENCE, Compare, Exact, Monotone, Spread, Trend, Verdict, Within, bound_of, check_claims,
+    CLAIMS_FILE, EQUIVALENCE_CONFIDENCE, Agreement, Compare, Exact, Monotone, RankAgreement, Spread, Trend, Verdict, Within,
+    bound_of, check_claims,
     claims_count, load_claims,
 )
 from blocklab.analysis.claims.words import (
     count_in_words, decided_alone_in_words, failing_in_words, holding_alone, marked_in_words, verdicts_markdown,
 )
 
-__all__ = ["CLAIMS_FILE", "EQUIVALENCE_CONFIDENCE", "LOSS", "NOT_RUN", "Compare", "Exact", "MissingResult", "Monotone",
-           "NotComparable", "NotRunYet", "Evidence", "Spread", "Trend", "Verdict", "Within", "bound_of", "check_claims", "claims_count",
+__all__ = ["CLAIMS_FILE", "EQUIVALENCE_CONFIDENCE", "LOSS", "NOT_RUN", "Agreement", "Compare", "Exact", "MissingResult", "Monotone",
+           "NotComparable", "NotRunYet", "Evidence", "RankAgreement", "Spread", "Trend", "Verdict", "Within", "bound_of", "check_claims", "claims_count",
            "count_in_words", "decided_alone_in_words", "failing_in_words", "holding_alone", "load_claims", "marked_in_words", "value_of",
            "verdicts_markdown"]

@@ -9,6 +9,7 @@ import math
 import statistics
 from pathlib import Path
 
+from blocklab.analysis.claims.transfer import Ranking, rank_agreement
 from blocklab.analysis.claims.trends import SizePoint, size_points
 from blocklab.analysis.intervals import Seeds
 from blocklab.analysis.maps import seed_best_lr, seed_max_trainable_lr, seed_sensitivities, trains
@@ -129,15 +130,26 @@ class Evidence:
     def best_lr(self, variant: str, group: str) -> Seeds:
         return Seeds(seed_best_lr(self.runs, self._lr_group(variant, group)), f"best_lr({variant}, {group})")
 
-    def trend(self, map_name: str, left: str, right: str, quantity: str) -> list[SizePoint]:
-        """The effect of map variant `left` minus `right` at each of the map's sizes (blocklab.analysis.claims.trends)."""
-        for variant in (left, right):
+    def _map_variants_ran(self, map_name: str, variants) -> None:
+        for variant in variants:
             name = f"{map_name}/{variant}"
             if not any(k.startswith(f"{name}/") for k in self.runs):
                 raise self._not_run(name, _NOT_IN_METRICS, "dvc repro") or MissingResult(
                     f"no runs of map variant '{name}' in reports/metrics.json: is it in params.yaml?")
+
+    def trend(self, map_name: str, left: str, right: str, quantity: str) -> list[SizePoint]:
+        """The effect of map variant `left` minus `right` at each of the map's sizes (blocklab.analysis.claims.trends)."""
+        self._map_variants_ran(map_name, (left, right))
         try:
             return size_points(self.runs, map_name, left, right, quantity, self.maps)
+        except BlocklabError as err:
+            raise MissingResult(str(err)) from None
+
+    def ranking(self, map_name: str, variants: list[str]) -> Ranking:
+        """Map `map_name`'s `variants` ranked at its smallest and largest size (blocklab.analysis.claims.transfer)."""
+        self._map_variants_ran(map_name, variants)
+        try:
+            return rank_agreement(self.runs, map_name, variants)
         except BlocklabError as err:
             raise MissingResult(str(err)) from None
 

@@ -9,7 +9,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from blocklab.analysis.claims.expressions import elementwise, value_of
 from blocklab.analysis.claims.family import corrected_for_the_family, family_count
 from blocklab.analysis.claims.evidence import NOT_RUN, NotComparable, NotRunYet, Evidence
+from blocklab.analysis.claims.transfer import agreement, share_agreeing
 from blocklab.analysis.claims.trends import decide
 from blocklab.analysis.intervals import CONFIDENCE, EQUIVALENCE_CONFIDENCE, Estimate, Seeds, Welch, equivalence
 from blocklab.analysis.setting_words import written
@@ -72,6 +73,8 @@ class Verdict:
     command: str | None = None  # not run yet: what would run it
     p_value: float | None = None
     sizes: list[dict] | None = None  # a trend's: each size's compute and effect (trends.SizePoint.record)
+    agreements: list[dict] | None = None  # an agreement's: each comparison's verdicts (transfer.Agreement.record)
+    ranking: dict | None = None  # a rank agreement's: each variant's rank and loss at both ends (transfer.Ranking)
 
     @property
     def ok(self) -> bool:
@@ -122,6 +125,7 @@ class _Claim(BaseModel):
     # A published claim that does not reproduce here keeps its rule and says why, with the measured numbers
     # (like pytest's xfail): its verdict is still recorded, and `check --strict` does not fail on it.
     known_to_fail: str | None = Field(None, min_length=1)
+    reads_claims: ClassVar[bool] = False  # its check reads the other claims (check(evidence, claims))
 
     def rule_text(self) -> str:
         """The claim's rule, its quantities and relation, as text (without its words, id, kind or reason): what
@@ -294,8 +298,7 @@ class Trend(_Claim):
     def expected_text(self) -> str:
         if self.expect == "flat":
             return f"flat: slope within ± {self.margin:g}"
-        return {"grows": "grows: slope, in the effect's direction, > 0", "shrinks":
-                "shrinks: slope, in the effect's direction, < 0", "flips":
+        return {"grows": "grows: slope > 0", "shrinks": "shrinks: slope < 0", "flips":
                 "flips: smallest and largest sizes of opposite signs"}[self.expect]
 
     def check(self, evidence: Evidence) -> Verdict:
@@ -310,7 +313,60 @@ class Trend(_Claim):
                        p_value=found.p_value, sizes=[p.record() for p in points])
 
 
-Claim = Annotated[Union[Within, Compare, Monotone, Exact, Spread, Trend], Field(discriminator="rule")]
+class Agreement(_Claim):
+    """Does small predict large: over every trend finding of the claims file, the share whose verdict at the
+    smallest size (which variant ends lower, decided at 95%, or neither) is the verdict at the largest, tested
+    against the share `than` (blocklab.analysis.claims.transfer)."""
+    rule: Literal["agreement"]
+    than: float = Field(gt=0, lt=1)
+    reads_claims: ClassVar[bool] = True
+
+    def expected_text(self) -> str:
+        return f"share > {self.than:g}"
+
+    def check(self, evidence: Evidence, claims: list = ()) -> Verdict:
+        trends = [c for c in claims if c.kind == "finding" and isinstance(c, Trend)]
+        found, waiting = [], []
+        for trend in trends:
+            try:
+                found.append(agreement(trend.id, evidence.trend(trend.map, trend.left, trend.right, trend.quantity)))
+            except NotRunYet as why:
+                waiting.append(why)
+        if waiting:
+            stages = sorted({s for why in waiting for s in why.command.removeprefix("dvc repro").split()})
+            raise NotRunYet(f"{len(waiting)} of the {len(trends)} trend findings have not run here yet",
+                            " ".join(["dvc repro", *stages]))
+        share = share_agreeing(found, self.than)
+        return Verdict(share.verdict, round(share.share, 6), self.expected_text(),
+                       [round(v, 6) for v in share.interval], f"exact binomial, {CONFIDENCE:.0%} interval",
+                       note=f"{share.agreeing} of {share.total} comparisons: the verdict at the smallest size is the "
+                            f"largest's; the same variant lower on the mean at both in "
+                            f"{sum(a.same_winner for a in found)} (DataDecide's count, decided or not)", p_value=share.p_value, agreements=[a.record() for a in found])
+
+
+class RankAgreement(_Claim):
+    """Map `map`'s variants ranked by final validation loss at its smallest size and at its largest agree:
+    Kendall's tau > 0 at 95% (blocklab.analysis.claims.transfer)."""
+    rule: Literal["rank_agreement"]
+    map: str
+    variants: list[str] = Field(min_length=3)
+
+    def rule_text(self) -> str:
+        """Its rule, naming the map variants it reads as claims.yaml's expressions name runs ("<map>/<variant>")."""
+        return f"{super().rule_text()} reads " + " and ".join(f'"{self.map}/{v}"' for v in self.variants)
+
+    def expected_text(self) -> str:
+        return "Kendall's tau > 0"
+
+    def check(self, evidence: Evidence) -> Verdict:
+        ranking = evidence.ranking(self.map, self.variants)
+        return Verdict(ranking.verdict, round(ranking.tau, 6), self.expected_text(), None,
+                       "Kendall's tau, exact test", note=f"{len(self.variants)} variants ranked at {ranking.smallest} "
+                       f"and at {ranking.largest}", p_value=ranking.p_value, ranking=ranking.record())
+
+
+Claim = Annotated[Union[Within, Compare, Monotone, Exact, Spread, Trend, Agreement, RankAgreement],
+                  Field(discriminator="rule")]
 
 
 class ClaimsFile(BaseModel):
@@ -351,7 +407,7 @@ def check_claims(claims: list, evidence: Evidence) -> dict[str, dict]:
     verdicts = {}
     for claim in claims:
         try:
-            found = claim.check(evidence)
+            found = claim.check(evidence, claims) if claim.reads_claims else claim.check(evidence)
         except NotComparable as why:
             found = Verdict("not comparable", None, None, note=str(why))
         except NotRunYet as why:
@@ -363,7 +419,9 @@ def check_claims(claims: list, evidence: Evidence) -> dict[str, dict]:
                               "p_value": None if found.p_value is None or math.isnan(found.p_value) else
                               float(f"{found.p_value:.6g}"),
                               "claim": claim.claim, **({"command": found.command} if found.command else {}),
-                              **({"sizes": found.sizes} if found.sizes else {})}
+                              **({"sizes": found.sizes} if found.sizes else {}),
+                              **({"agreements": found.agreements} if found.agreements else {}),
+                              **({"ranking": found.ranking} if found.ranking else {})}
     return corrected_for_the_family(verdicts)
 
 

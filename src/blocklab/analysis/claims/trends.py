@@ -11,9 +11,10 @@ loss below its loss at initialisation counts at that initial loss (a diverged ru
 its own size). Or, over a map that also has a learning-rate axis, each size's LR sensitivity (its group of cells,
 blocklab.analysis.maps).
 
-A trend claim declares what its paper expects (`expect`):
-- grows: the effect moves away from zero as compute grows: the slope's 95% interval lies on the side of the
-  effect's direction (the sign of its mean over every size); fails when it lies wholly on the other side;
+A trend claim declares what its paper expects (`expect`), of the effect as it is written, left minus right (a
+claim writes it the way its paper expects it positive: a gain, or a deficit):
+- grows: the effect rises as compute grows: the slope's 95% interval lies above zero; fails when it lies wholly
+  below (a gain that shrinks, or turns into a loss, does not grow, whatever its sign at the smallest size);
 - shrinks: the same, the other way;
 - flips: the effect at the smallest size and at the largest are both decided (95%) and of opposite signs; fails
   when both are decided with the same sign;
@@ -59,7 +60,7 @@ def capped_loss(run: dict) -> float:
     return initial if loss is None or not math.isfinite(loss) else min(loss, initial)
 
 
-def _by_size(runs: dict, variant: str) -> dict[str, dict[int, dict]]:
+def by_size(runs: dict, variant: str) -> dict[str, dict[int, dict]]:
     """`{cell: {seed: run}}` of map variant `variant` (`<map>/<variant>`), from reports/metrics.json's runs."""
     found: dict[str, dict[int, dict]] = {}
     prefix = f"{variant}/"
@@ -71,7 +72,8 @@ def _by_size(runs: dict, variant: str) -> dict[str, dict[int, dict]]:
     return found
 
 
-def _flops(runs_of_size: list[dict], where: str) -> float:
+def run_flops(runs_of_size: list[dict], where: str) -> float:
+    """The one training compute the runs of a size record (BlocklabError when they record none, or several)."""
     flops = {run.get("training_flops") for run in runs_of_size}
     if None in flops or len(flops) != 1:
         raise BlocklabError(f"{where}: its runs do not record one training compute (training_flops: {sorted(map(str, flops))})")
@@ -96,16 +98,16 @@ def size_points(runs: dict, map_name: str, left: str, right: str, quantity: str 
             values = [{s: v for s, v in found.items() if s in paired} for found in values]
             cells = [run for _, cell in groups[names[1]][size] for key, run in runs.items()
                      if key.rsplit("/seed", 1)[0] == cell]
-            points.append(SizePoint(size, _flops(cells, f"{names[1]}'s group {size}"),
+            points.append(SizePoint(size, run_flops(cells, f"{names[1]}'s group {size}"),
                                     Seeds(values[0], names[0]) - Seeds(values[1], names[1])))
     elif quantity == "val_loss":
-        left_runs, right_runs = (_by_size(runs, n) for n in names)
+        left_runs, right_runs = (by_size(runs, n) for n in names)
         sizes = sorted(set(left_runs) & set(right_runs))
         points = []
         for size in sizes:
             paired = sorted(set(left_runs[size]) & set(right_runs[size]))  # the seeds both variants ran
             points.append(SizePoint(
-                size, _flops(list(right_runs[size].values()), f"{names[1]}/{size}"),
+                size, run_flops(list(right_runs[size].values()), f"{names[1]}/{size}"),
                 Seeds({s: capped_loss(left_runs[size][s]) for s in paired}, f"{names[0]}/{size}")
                 - Seeds({s: capped_loss(right_runs[size][s]) for s in paired}, f"{names[1]}/{size}"),
                 sum(not trains(found[s]) for found in (left_runs[size], right_runs[size]) for s in paired)))
@@ -162,8 +164,7 @@ def decide(points: list[SizePoint], expect: str, margin: float | None = None) ->
         return TrendVerdict("inconclusive", estimate, (math.nan, math.nan), CONFIDENCE, None, math.nan)
     interval = estimate.interval()
     if expect in ("grows", "shrinks"):
-        direction = 1 if math.fsum(p.effect.estimate().mean for p in points) >= 0 else -1
-        side = _side(estimate) * direction * (1 if expect == "grows" else -1)
+        side = _side(estimate) * (1 if expect == "grows" else -1)
         verdict = {1: "holds", -1: "fails", 0: "inconclusive"}[side]
         return TrendVerdict(verdict, estimate, interval, CONFIDENCE,
                             None if side else estimate.seeds_to_decide(abs(estimate.mean)), estimate.p_two_sided())
