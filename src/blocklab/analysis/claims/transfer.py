@@ -116,12 +116,12 @@ def rank_agreement(runs: dict, map_name: str, variants: list[str]) -> Ranking:
     """Kendall's tau between `variants`' rankings (map `map_name`) at the smallest and the largest of the sizes
     every one of them ran, sizes ordered by the first variant's training compute there."""
     by_variant = {v: by_size(runs, f"{map_name}/{v}") for v in variants}
-    sizes = set.intersection(*(set(found) for found in by_variant.values())) if by_variant else set()
-    first = by_variant.get(variants[0], {}) if variants else {}
-    sizes = sorted(sizes, key=lambda s: run_flops(list(first[s].values()), f"{map_name}/{variants[0]}/{s}"))
+    sizes = sorted(set.intersection(*(set(found) for found in by_variant.values()))) if variants else []
     if len(variants) < 3 or len(sizes) < 2:
         raise BlocklabError(f"rank agreement over map '{map_name}' needs 3 or more variants at 2 or more sizes; "
                             f"found {len(variants)} variants, sizes {', '.join(sizes) or 'none'}")
+    first = by_variant[variants[0]]
+    sizes.sort(key=lambda s: run_flops(list(first[s].values()), f"{map_name}/{variants[0]}/{s}"))
     ends = sizes[0], sizes[-1]
     losses = {v: tuple(math.fsum(capped_loss(r) for r in by_variant[v][s].values()) / len(by_variant[v][s])
                        for s in ends) for v in variants}
